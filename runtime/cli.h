@@ -1,0 +1,14 @@
+/* The dskit program's subcommands. Each returns the process exit status: 0 success, 1 the thing
+ * checked is bad (or the run failed), 2 usage or I/O error. Each lives beside the code it drives. */
+#ifndef DSK_CLI_H
+#define DSK_CLI_H
+
+int cmd_verify(int argc, char **argv);   /* verify/verify_cli.c */
+int cmd_info(int argc, char **argv);     /* verify/verify_cli.c */
+int cmd_bench(int argc, char **argv);    /* runtime/bench/bench.c */
+
+/* Shared option helpers: strict integer/float parsing with a message naming the option. */
+int cli_parse_int(const char *opt, const char *s, long lo, long hi, long *out);
+int cli_parse_double(const char *opt, const char *s, double *out);
+
+#endif

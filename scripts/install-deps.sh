@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Install the Debian packages dskit builds and tests with (Debian 12). Needs root or sudo.
+# The CUDA toolkit (NVRTC, cuda.h) is expected at /usr/local/cuda; it is not a Debian package.
+set -euo pipefail
+pkgs=(build-essential cmake ninja-build pkg-config zstd python3 python3-pip
+      libarchive-dev libxxhash-dev libjansson-dev libpcre2-dev libutf8proc-dev
+      libcmocka-dev libmicrohttpd-dev libaio-dev libzstd-dev)
+sudo=""
+if [ "$(id -u)" != 0 ]; then sudo=sudo; fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+fi
+if [ ! -f /usr/local/cuda/include/cuda.h ] || [ ! -f /usr/local/cuda/include/nvrtc.h ]; then
+  echo "install-deps: the CUDA toolkit (cuda.h, NVRTC) is needed at /usr/local/cuda" >&2
+  exit 1
+fi
