@@ -68,6 +68,12 @@ void exl3_reconstruct_hat_f32(const exl3_linear *L, float *w_hat);
  * (row Hadamards, then column Hadamards, then the two scales). */
 void exl3_reconstruct(const exl3_linear *L, float *w);
 
+/* The matmul's input stage for m rows: x_had = fp16(Hadamard128(fp16(x·suh))) as fp32 values (m × k).
+ * x·suh is one fp32 product (exact when x is fp16 or bf16, as the GPU's input is). */
+void exl3_input_transform(const exl3_linear *L, const float *x, int m, float *x_had);
+/* The matmul's output stage in place on y' (m × n): y = Hadamard128(y') · svh (+ bias), fp32. */
+void exl3_output_transform(const exl3_linear *L, float *y, int m);
+
 /* y = x·W + bias for m rows of x (m × k fp32) into y (m × n fp32), with exl3.md §3's rounding points:
  * xs = fp16(x·suh); x' = fp16(Hadamard128(xs)); y' = x'·W_hat in fp32, each output summed over
  * u = 0..k-1 in ascending order (products exact); y = Hadamard128(y') · svh (+ bias). A row's result
