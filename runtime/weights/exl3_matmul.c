@@ -128,6 +128,7 @@ static inline void tile_fma(const float *x, const float *w, size_t stride, float
     for (int r = 0; r < 16; r++) {
         float a = x[r];
         const float *wr = w + (size_t)r * stride;
+#pragma GCC unroll 16
         for (int c = 0; c < 16; c++)
             acc[c] += a * wr[c];
     }
