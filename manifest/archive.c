@@ -61,7 +61,7 @@ int kit_archive_read_memory(const void *data, size_t len, const char *name, kit_
         goto done;
     }
     if (archive_read_open_memory(ar, data, len) != ARCHIVE_OK) {
-        dsk_err("%s: not a kit archive (tar.zst): %s", name, archive_error_string(ar));
+        dsk_err("%s: cannot read the archive (corrupt, truncated, or not a tar.zst): %s", name, archive_error_string(ar));
         goto done;
     }
     for (;;) {

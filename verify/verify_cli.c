@@ -140,12 +140,19 @@ int cmd_verify(int argc, char **argv)
     } else
         root = NULL;
 
-    kit_entries a;
-    if (kit_archive_read_file(path, &a)) {
-        /* a truncated or corrupt archive is a bad kit; an unreadable file is an I/O error */
-        int bad = strstr(dsk_err_msg(), "cannot open") == NULL && strstr(dsk_err_msg(), "cannot read") == NULL;
+    /* an unreadable file is an I/O error (2); a truncated or corrupt archive is a bad kit (1) */
+    char *bytes;
+    size_t nbytes;
+    if (dsk_read_file(path, &bytes, &nbytes)) {
         fprintf(stderr, "dskit verify: %s\n", dsk_err_msg());
-        return bad ? 1 : 2;
+        return 2;
+    }
+    kit_entries a;
+    int read_rc = kit_archive_read_memory(bytes, nbytes, path, &a);
+    free(bytes);
+    if (read_rc) {
+        printf("BAD %s: %s\n", path, dsk_err_msg());
+        return 1;
     }
     char arch[32];
     arch_from_name(path, arch, sizeof arch);
