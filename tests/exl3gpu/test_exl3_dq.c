@@ -1,0 +1,146 @@
+/* The GPU kernels' lane decode (kit/src/exl3_dq.cuh) run on the CPU with host versions of its CUDA
+ * primitives, against the CPU decoder (runtime/weights/exl3.h): for every K x codebook and random
+ * tiles, every lane's four A-fragment registers must hold exactly the W_hat values that the PTX
+ * m16n8k16 A layout puts there (A = transposed tile). The layout is written out here from the PTX ISA,
+ * independently of the kernel header. */
+#include "runtime/common/numerics.h"
+#include "runtime/common/rng.h"
+#include "runtime/weights/exl3.h"
+#include "tests/common/test_util.h"
+
+#include <stdint.h>
+#include <time.h>
+
+#define EXL3_HOST_PRIMITIVES
+#define EXL3_FN static inline
+typedef uint32_t exl3_u32;
+
+static inline exl3_u32 exl3_fshl(exl3_u32 lo, exl3_u32 hi, exl3_u32 s)
+{
+    return (exl3_u32)(((((uint64_t)hi << 32) | lo) << (s & 31)) >> 32);
+}
+
+static inline exl3_u32 exl3_prmt(exl3_u32 a, exl3_u32 b, exl3_u32 sel)
+{
+    uint64_t v = ((uint64_t)b << 32) | a;
+    exl3_u32 r = 0;
+    for (int n = 0; n < 4; n++)
+        r |= (exl3_u32)((v >> (8 * ((sel >> (4 * n)) & 7))) & 0xFF) << (8 * n);
+    return r;
+}
+
+static inline exl3_u32 exl3_dp4a(exl3_u32 a, exl3_u32 b, exl3_u32 c)
+{
+    for (int n = 0; n < 4; n++)
+        c += ((a >> (8 * n)) & 0xFF) * ((b >> (8 * n)) & 0xFF);
+    return c;
+}
+
+static inline exl3_u32 exl3_andxor(exl3_u32 a, exl3_u32 b, exl3_u32 c)
+{
+    return (a & b) ^ c;
+}
+
+/* fp16x2 fma and the sum of an fp16 pair's halves through fp32: exact for the decoder's operands (exl3.md §2.5), then one RNE. */
+static inline exl3_u32 exl3_hfma2(exl3_u32 a, exl3_u32 b, exl3_u32 c)
+{
+    exl3_u32 r = 0;
+    for (int h = 0; h < 2; h++) {
+        float v = f16_to_f32((uint16_t)(a >> (16 * h))) * f16_to_f32((uint16_t)(b >> (16 * h))) +
+                  f16_to_f32((uint16_t)(c >> (16 * h)));
+        r |= (exl3_u32)f32_to_f16(v) << (16 * h);
+    }
+    return r;
+}
+
+static inline uint16_t half_sum(exl3_u32 x)
+{
+    return f32_to_f16(f16_to_f32((uint16_t)(x & 0xFFFF)) + f16_to_f32((uint16_t)(x >> 16)));
+}
+
+static inline exl3_u32 exl3_hsum2(exl3_u32 a, exl3_u32 b)
+{
+    return (exl3_u32)half_sum(a) | (exl3_u32)half_sum(b) << 16;
+}
+
+#include "kit/src/exl3_dq.cuh"
+
+/* PTX ISA, mma.m16n8k16 .f16 A fragment: register j of lane l holds A[row][col], A[row][col+1] with
+ * row = l/4 + 8*(j&1), col = 2*(l%4) + 8*(j>>1). A = W_hat^T: A[i][k] = tile[k*16 + i]. */
+static void check_tile(const uint16_t *words, int K, int cb, int *bad)
+{
+    uint16_t ref[256];
+    exl3_decode_tile(words, K, cb, ref);
+    exl3_u32 u[64];
+    for (int w = 0; w < 8 * K; w++)
+        u[w] = (exl3_u32)words[2 * w] | (exl3_u32)words[2 * w + 1] << 16;
+    for (int l = 0; l < 32; l++) {
+        exl3_lane L = exl3_lane_setup(K, l);
+        exl3_u32 W[3] = {0, 0, 0}, a[4];
+        for (int j = 0; j < EXL3_NW(K); j++)
+            W[j] = u[L.word[j]];
+        exl3_decode_frag(K, cb, W, (exl3_u32)L.shift, a);
+        for (int j = 0; j < 4; j++)
+            for (int h = 0; h < 2; h++) {
+                int row = l / 4 + 8 * (j & 1), col = 2 * (l % 4) + 8 * (j >> 1) + h;
+                uint16_t got = (uint16_t)(a[j] >> (16 * h)), want = ref[col * 16 + row];
+                if (got != want && (*bad)++ < 5)
+                    print_message("K %d cb %d lane %d reg %d half %d: got %04x want %04x\n", K, cb, l, j, h, got,
+                                  want);
+            }
+    }
+}
+
+static void test_every_k_and_codebook(void **state)
+{
+    (void)state;
+    dsk_rng r;
+    dsk_rng_seed(&r, (uint64_t)time(NULL));
+    uint16_t words[128];
+    for (int K = 1; K <= 8; K++)
+        for (int cb = 0; cb < 3; cb++) {
+            int bad = 0;
+            for (int t = 0; t < 300; t++) {
+                for (int i = 0; i < 16 * K; i++)
+                    words[i] = (uint16_t)dsk_rng_u64(&r);
+                if (t == 0) /* all ones and all zeros reach the codebook extremes and the wrap-around */
+                    for (int i = 0; i < 16 * K; i++)
+                        words[i] = 0xFFFF;
+                if (t == 1)
+                    for (int i = 0; i < 16 * K; i++)
+                        words[i] = 0;
+                check_tile(words, K, cb, &bad);
+            }
+            if (bad)
+                fail_msg("K %d codebook %d: %d values differ from the CPU decoder", K, cb, bad);
+        }
+}
+
+/* exl3.md §6.3: K = 4 with v_p = p mod 16 gives S_0 = def0, S_1 = ef01, S_3 = 0123, S_4 = 1234. */
+static void test_spec_states(void **state)
+{
+    (void)state;
+    uint16_t v[256], words[64];
+    for (int p = 0; p < 256; p++)
+        v[p] = (uint16_t)(p % 16);
+    exl3_pack_tile(v, 4, words);
+    exl3_u32 u[32];
+    for (int w = 0; w < 32; w++)
+        u[w] = (exl3_u32)words[2 * w] | (exl3_u32)words[2 * w + 1] << 16;
+    exl3_lane L = exl3_lane_setup(4, 0);
+    exl3_u32 W[3] = {u[L.word[0]], u[L.word[1]], 0}, s[8];
+    exl3_states(4, W, (exl3_u32)L.shift, s);
+    assert_int_equal(s[0], 0xdef0);
+    assert_int_equal(s[1], 0xef01);
+    assert_int_equal(s[3], 0x0123);
+    assert_int_equal(s[4], 0x1234);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_spec_states),
+        cmocka_unit_test(test_every_k_and_codebook),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
