@@ -1,0 +1,100 @@
+// EXL3 MoE plan: from the routing of R rows (expert ids [R][topk]) build what exl3_mm's MoE modes read
+// (layout in exl3_abi.cuh): the local experts' entries (entry = r·topk + s) grouped by expert into
+// tiles of at most M rows, and per row its local slots in ascending expert id. Local experts are ids
+// [e_lo, e_lo + e_count); other ids are someone else's (expert parallelism) and skipped. Rows with no
+// local slot get y = 0 here (unless y is null), since no MoE-down CTA will write them. One CTA.
+// Where an entry sits inside its expert's tiles does not change any result: each row's output depends
+// on that row alone (docs/exl3-kernels.md), so placement by atomics is fine.
+#include "dskit_kernel.cuh"
+#include "exl3_abi.cuh"
+
+#define MAXE 2048
+
+DSK_KERNEL void __launch_bounds__(1024) DSK_SYMBOL(const int *route, int rows, int topk, int e_lo, int e_count,
+                                                   int mtile, int tcap, int *plan, float *y, int ldy, int dim)
+{
+    __shared__ int cnt[MAXE], off[MAXE], toff[MAXE], cur[MAXE];
+    __shared__ int wsum[32];
+    int tid = threadIdx.x, n = rows * topk;
+    for (int e = tid; e < MAXE; e += 1024)
+        cnt[e] = 0, cur[e] = 0;
+    __syncthreads();
+    for (int i = tid; i < n; i += 1024) {
+        int e = route[i] - e_lo;
+        if (e >= 0 && e < e_count)
+            atomicAdd(&cnt[e], 1);
+    }
+    __syncthreads();
+    // exclusive scans of entry counts and tile counts over the experts, 2 experts per thread
+    int e0 = 2 * tid, c0 = e0 < e_count ? cnt[e0] : 0, c1 = e0 + 1 < e_count ? cnt[e0 + 1] : 0;
+    int t0 = (c0 + mtile - 1) / mtile, t1 = (c1 + mtile - 1) / mtile;
+    int lane = tid & 31, warp = tid >> 5;
+    for (int pass = 0; pass < 2; pass++) {
+        int v = pass == 0 ? c0 + c1 : t0 + t1, inc = v;
+        for (int o = 1; o < 32; o <<= 1) {
+            int u = __shfl_up_sync(0xffffffffu, inc, o);
+            if (lane >= o)
+                inc += u;
+        }
+        if (lane == 31)
+            wsum[warp] = inc;
+        __syncthreads();
+        if (warp == 0) {
+            int w = wsum[lane], wi = w;
+            for (int o = 1; o < 32; o <<= 1) {
+                int u = __shfl_up_sync(0xffffffffu, wi, o);
+                if (lane >= o)
+                    wi += u;
+            }
+            wsum[lane] = wi - w;
+        }
+        __syncthreads();
+        int ex = wsum[warp] + inc - v;
+        if (e0 < MAXE) {
+            int *dst = pass == 0 ? off : toff;
+            dst[e0] = ex;
+            if (e0 + 1 < MAXE)
+                dst[e0 + 1] = ex + (pass == 0 ? c0 : t0);
+        }
+        if (tid == 1023 && pass == 0)
+            plan[1] = ex + v;
+        if (tid == 1023 && pass == 1)
+            plan[0] = ex + v;
+        __syncthreads();
+    }
+    // tiles
+    for (int e = tid; e < e_count; e += 1024) {
+        int c = cnt[e];
+        for (int j = 0; j * mtile < c; j++) {
+            int t = toff[e] + j;
+            plan[EXL3_PLAN_TILE_EXPERT(tcap) + t] = e;
+            plan[EXL3_PLAN_TILE_FIRST(tcap) + t] = off[e] + j * mtile;
+            plan[EXL3_PLAN_TILE_COUNT(tcap) + t] = min(mtile, c - j * mtile);
+        }
+    }
+    // entries grouped by expert
+    for (int i = tid; i < n; i += 1024) {
+        int e = route[i] - e_lo;
+        if (e >= 0 && e < e_count)
+            plan[EXL3_PLAN_ENTRIES(tcap) + off[e] + atomicAdd(&cur[e], 1)] = i;
+    }
+    // per row: local slots in ascending expert id (insertion sort; topk is small)
+    for (int r = tid; r < rows; r += 1024) {
+        int *order = plan + EXL3_PLAN_ROW_ORDER(tcap, rows, topk) + r * topk, ns = 0;
+        for (int s = 0; s < topk; s++) {
+            int e = route[r * topk + s];
+            if (e - e_lo < 0 || e - e_lo >= e_count)
+                continue;
+            int j = ns++;
+            while (j > 0 && route[r * topk + order[j - 1]] > e) {
+                order[j] = order[j - 1];
+                j--;
+            }
+            order[j] = s;
+        }
+        plan[EXL3_PLAN_ROW_NSLOTS(tcap, rows, topk) + r] = ns;
+        if (ns == 0 && y)
+            for (int c = 0; c < dim; c++)
+                y[(i64)r * ldy + c] = 0.0f;
+    }
+}
