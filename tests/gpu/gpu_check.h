@@ -38,5 +38,8 @@ void test_rmsnorm(gpu_ctx *c);
 void test_rope(gpu_ctx *c);
 void test_rowmm(gpu_ctx *c);
 void test_topk(gpu_ctx *c);
+void test_exl3_decode(gpu_ctx *c);
+void test_exl3_mm(gpu_ctx *c);
+void test_exl3_moe(gpu_ctx *c);
 
 #endif
