@@ -7,6 +7,9 @@ int cmd_verify(int argc, char **argv);   /* verify/verify_cli.c */
 int cmd_info(int argc, char **argv);     /* verify/verify_cli.c */
 int cmd_bench(int argc, char **argv);    /* runtime/bench/bench.c */
 
+/* Benchmarks, reached through `dskit bench <what>`. */
+int bench_exl3_cpu(int argc, char **argv); /* runtime/weights/exl3_bench.c: dskit bench exl3-cpu */
+
 /* Shared option helpers: strict integer/float parsing with a message naming the option. */
 int cli_parse_int(const char *opt, const char *s, long lo, long hi, long *out);
 int cli_parse_double(const char *opt, const char *s, double *out);
