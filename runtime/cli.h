@@ -6,6 +6,7 @@
 int cmd_verify(int argc, char **argv);   /* verify/verify_cli.c */
 int cmd_info(int argc, char **argv);     /* verify/verify_cli.c */
 int cmd_bench(int argc, char **argv);    /* runtime/bench/bench.c */
+int cmd_mkmodel(int argc, char **argv);  /* runtime/model/mkmodel.c */
 
 /* Shared option helpers: strict integer/float parsing with a message naming the option. */
 int cli_parse_int(const char *opt, const char *s, long lo, long hi, long *out);

@@ -9,16 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Ids are those public V4-family tokenizers give these strings (two independent ports agree); none is
- * taken in the V3 file, whose added tokens stop at 128814. `<｜System｜>` sits at 128799 in V4, where V3
- * has a placeholder (and DSpark its noise token), so it takes the first free id instead. "｜DSML｜" has no
- * angle bracket: it is the piece shared by the opening `<｜DSML｜ calls>` and closing `</｜DSML｜ calls>`
- * tags. */
-const mkmodel_token mkmodel_added_tokens[] = {
-    {128815, "<｜System｜>"},  {128821, "<think>"},      {128822, "</think>"},
-    {128825, "｜DSML｜"},      {128828, "<｜latest_reminder｜>"}, {128829, "<｜action｜>"},
-    {128830, "<｜query｜>"},   {128831, "<｜authority｜>"}, {128832, "<｜domain｜>"},
-    {128836, "<｜title｜>"},   {128845, "<｜read_url｜>"},
+/* Tokens of the V4.1 chat format (model.md §5) that the V3 file lacks. Each missing one gets the next
+ * id after the file's highest, in this order: with the committed file, 128815..128825. They must be
+ * consecutive: Hugging Face's tokenizers library ignores the "id" of an added token that is not in the
+ * BPE vocabulary and numbers such tokens one after the other, so a gap would shift every later id.
+ * (Public V4-family tokenizers fill 128000..129279 with placeholders and put these tokens at other ids;
+ * a synthetic model has no reason to mirror those.) "｜DSML｜" carries no angle bracket: it is the piece
+ * shared by the opening `<｜DSML｜ calls>` and the closing `</｜DSML｜ calls>` tags. */
+const char *const mkmodel_added_tokens[] = {
+    "<｜System｜>", "<think>", "</think>", "｜DSML｜", "<｜latest_reminder｜>", "<｜action｜>",
+    "<｜query｜>", "<｜authority｜>", "<｜domain｜>", "<｜title｜>", "<｜read_url｜>",
 };
 const int mkmodel_n_added_tokens = sizeof mkmodel_added_tokens / sizeof mkmodel_added_tokens[0];
 
@@ -36,29 +36,27 @@ static json_int_t added_id(const json_t *added, const char *content)
     return -1;
 }
 
-static int id_taken(const json_t *added, json_int_t id)
+static json_int_t max_id(const json_t *added)
 {
+    json_int_t m = -1;
     size_t i;
     const json_t *e;
     json_array_foreach(added, i, e)
     {
-        if (json_integer_value(json_object_get(e, "id")) == id)
-            return 1;
+        json_int_t id = json_integer_value(json_object_get(e, "id"));
+        m = id > m ? id : m;
     }
-    return 0;
+    return m;
 }
 
-/* Insert {id, content} keeping the array in id order; flags as the V3 file gives `<｜User｜>`. */
-static int insert_token(json_t *added, json_int_t id, const char *content)
+/* Append {id, content} (id above every other); flags as the V3 file gives `<｜User｜>`. */
+static int append_token(json_t *added, json_int_t id, const char *content)
 {
     json_t *e = json_pack("{s:I, s:s, s:b, s:b, s:b, s:b, s:b}", "id", id, "content", content, "single_word", 0,
                           "lstrip", 0, "rstrip", 0, "normalized", 1, "special", 0);
     if (!e)
         return dsk_err("tokenizer: cannot build the entry for %s", content);
-    size_t at = json_array_size(added);
-    while (at > 0 && json_integer_value(json_object_get(json_array_get(added, at - 1), "id")) > id)
-        at--;
-    if (json_array_insert_new(added, at, e))
+    if (json_array_append_new(added, e))
         return dsk_err("tokenizer: cannot insert %s", content);
     return 0;
 }
@@ -95,21 +93,16 @@ static int write_tokenizer_json(const char *src, const char *out_dir, int vocab_
         goto done;
     }
     *n_added = 0;
+    json_int_t next = max_id(added) + 1;
     for (int i = 0; i < mkmodel_n_added_tokens; i++) {
-        const mkmodel_token *t = &mkmodel_added_tokens[i];
-        if (added_id(added, t->content) >= 0)
+        const char *t = mkmodel_added_tokens[i];
+        if (added_id(added, t) >= 0)
             continue;
-        if (t->id >= vocab_size) {
-            dsk_err("tokenizer: id %d for %s is outside the vocabulary (%d)", t->id, t->content, vocab_size);
+        if (next >= vocab_size) {
+            dsk_err("tokenizer %s: no free id below vocab_size %d for %s", src, vocab_size, t);
             goto done;
         }
-        if (id_taken(added, t->id)) {
-            dsk_err("tokenizer %s: id %d, wanted for %s, already holds another token; this file is not the "
-                    "DeepSeek-V3 tokenizer the generator expects",
-                    src, t->id, t->content);
-            goto done;
-        }
-        if (insert_token(added, t->id, t->content))
+        if (append_token(added, next++, t))
             goto done;
         (*n_added)++;
     }
