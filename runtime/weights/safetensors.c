@@ -64,8 +64,7 @@ int st_dtype_parse(const char *name, st_dtype *out)
     return -1;
 }
 
-/* "[a, b, c]" into buf; a negative extent (a wildcard) prints as "*". */
-static const char *shape_str(int ndim, const int64_t *shape, char *buf, size_t cap)
+const char *st_shape_str(int ndim, const int64_t *shape, char *buf, size_t cap)
 {
     size_t n = (size_t)snprintf(buf, cap, "[");
     for (int i = 0; i < ndim && n < cap; i++)
@@ -123,10 +122,10 @@ static int parse_entry(const char *name, json_t *e, size_t data_len, st_tensor *
     char sb[200];
     if (overflow)
         return dsk_err("tensor '%s': shape %s x %s overflows 64 bits, so it does not match its data span",
-                       name, shape_str(t->ndim, t->shape, sb, sizeof sb), st_dtype_name(t->dtype));
+                       name, st_shape_str(t->ndim, t->shape, sb, sizeof sb), st_dtype_name(t->dtype));
     if (nbytes != (uint64_t)(end - b))
         return dsk_err("tensor '%s': shape %s x %s = %llu bytes, but its data_offsets span %lld bytes",
-                       name, shape_str(t->ndim, t->shape, sb, sizeof sb), st_dtype_name(t->dtype),
+                       name, st_shape_str(t->ndim, t->shape, sb, sizeof sb), st_dtype_name(t->dtype),
                        (unsigned long long)nbytes, (long long)(end - b));
     if ((uint64_t)end > data_len)
         return dsk_err("tensor '%s': data_offsets [%lld, %lld] run past the data section (%zu bytes)",
@@ -514,7 +513,7 @@ int st_require(const st_set *set, const char *name, st_dtype dtype, int ndim, co
         if (!same) {
             char a[200], b[200];
             return dsk_err("tensor '%s' (%s): shape %s, expected %s", name, t->file,
-                           shape_str(t->ndim, t->shape, a, sizeof a), shape_str(ndim, shape, b, sizeof b));
+                           st_shape_str(t->ndim, t->shape, a, sizeof a), st_shape_str(ndim, shape, b, sizeof b));
         }
     }
     if (out)

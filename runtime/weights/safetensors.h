@@ -45,6 +45,9 @@ typedef struct {
     const char *file;        /* path of the shard holding it */
 } st_tensor;
 
+/* "[a, b, c]" into buf (for messages); a negative extent (a wildcard) prints as "*". */
+const char *st_shape_str(int ndim, const int64_t *shape, char *buf, size_t cap);
+
 typedef struct st_set st_set;
 
 /* Open a checkpoint. path is a .safetensors file, or a folder holding model.safetensors.index.json
