@@ -316,8 +316,7 @@ int cmd_mkmodel(int argc, char **argv)
         return 0;
     }
     if (rc < 0) {
-        fprintf(stderr, "dskit mkmodel: %s\n", dsk_err_msg());
-        usage(stderr);
+        fprintf(stderr, "dskit mkmodel: %s (dskit mkmodel --help lists the options)\n", dsk_err_msg());
         return 2;
     }
     double t0 = dsk_now();

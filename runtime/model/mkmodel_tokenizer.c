@@ -82,8 +82,13 @@ static int dump_to(const json_t *root, const char *path)
 
 static int write_tokenizer_json(const char *src, const char *out_dir, int vocab_size, int *n_added)
 {
+    char *text;
+    size_t len;
+    if (dsk_read_file(src, &text, &len))
+        return -1;
     json_error_t je;
-    json_t *root = json_load_file(src, 0, &je);
+    json_t *root = json_loadb(text, len, 0, &je);
+    free(text);
     if (!root)
         return dsk_err("tokenizer %s: not valid JSON (line %d: %s)", src, je.line, je.text);
     int rc = -1;
