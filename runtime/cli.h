@@ -6,6 +6,7 @@
 int cmd_verify(int argc, char **argv);   /* verify/verify_cli.c */
 int cmd_info(int argc, char **argv);     /* verify/verify_cli.c */
 int cmd_bench(int argc, char **argv);    /* runtime/bench/bench.c */
+int cmd_mkmodel(int argc, char **argv);  /* runtime/model/mkmodel.c */
 
 /* Benchmarks, reached through `dskit bench <what>`. */
 int bench_exl3_cpu(int argc, char **argv); /* runtime/weights/exl3_bench.c: dskit bench exl3-cpu */

@@ -21,6 +21,7 @@ typedef struct {
 
 static const command commands[] = {
     {"version", cmd_version, "version: print dskit's version"},
+    {"mkmodel", cmd_mkmodel, "write a synthetic checkpoint (--preset tiny|layer-a|layer-b|layer-c)"},
 };
 
 static void usage(FILE *f)
