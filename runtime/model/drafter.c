@@ -114,8 +114,9 @@ int model_draft(const model *m, model_state *s, int32_t t0, draft_sampler sample
     float *pi = dsk_malloc(sizeof(float) * (size_t)B * hc);
     float *logits = dsk_malloc(sizeof(float) * (size_t)B * V);
     uint16_t *u = dsk_malloc(sizeof(uint16_t) * (size_t)B * d);
+    float *bias = dsk_malloc(sizeof(float) * (size_t)V);
     int rc = -1;
-    if (!ids || !X || !pi || !logits || !u)
+    if (!ids || !X || !pi || !logits || !u || !bias)
         goto done;
     ids[0] = t0;
     for (int i = 1; i < B; i++)
@@ -131,14 +132,18 @@ int model_draft(const model *m, model_state *s, int32_t t0, draft_sampler sample
     for (int i = 0; i < B; i++) {
         const uint16_t *e = m->markov_embed + (int64_t)prev * R;
         float *lg = logits + (int64_t)i * V;
-        /* Markov bigram bias: bf16 E_m[d_i] times the (widened) markov head, added to the fp32 logits */
-        for (int v = 0; v < V; v++) {
-            const uint16_t *h = m->markov_head + (int64_t)v * R;
-            float acc = 0.0f;
-            for (int r = 0; r < R; r++)
-                acc += bf16_to_f32(e[r]) * bf16_to_f32(h[r]);
-            lg[v] += acc;
+        /* Markov bigram bias: bf16 E_m[d_i] times the (widened) markov head, summed over the rank in
+         * order, added to the fp32 logits */
+        for (int v = 0; v < V; v++)
+            bias[v] = 0.0f;
+        for (int r = 0; r < R; r++) {
+            float er = bf16_to_f32(e[r]);
+            const float *hr = m->markov_head_t + (int64_t)r * V;
+            for (int v = 0; v < V; v++)
+                bias[v] += er * hr[v];
         }
+        for (int v = 0; v < V; v++)
+            lg[v] += bias[v];
         if (conf) {
             float acc = 0.0f;
             for (int j = 0; j < d; j++)
@@ -156,5 +161,6 @@ done:
     free(pi);
     free(logits);
     free(u);
+    free(bias);
     return rc;
 }

@@ -80,31 +80,36 @@ typedef struct {
     float *y;
 } cols_job;
 
-/* y' = x'·W_hat summed over u ascending, then Hadamard128 per block · svh (exl3.md §3 steps 3-5). */
-static void *cols_run(void *arg)
+/* y' = x'·W_hat summed over u ascending, then Hadamard128 per block · svh (exl3.md §3 steps 3-5). Rows go
+ * in groups of 8 so each weight row is loaded once per group; every output keeps its own u order. */
+__attribute__((target_clones("avx2", "default"))) static void *cols_run(void *arg)
 {
     const cols_job *j = arg;
     int64_t k = j->q->k;
-    float acc[128];
-    for (int r = 0; r < j->m; r++) {
-        const float *xr = j->xh + r * k;
+    float acc[8][128];
+    for (int r0 = 0; r0 < j->m; r0 += 8) {
+        int mr = j->m - r0 < 8 ? j->m - r0 : 8;
         for (int b = j->c0; b < j->c1; b += 128) {
             memset(acc, 0, sizeof acc);
             const float *w = j->hat + (b - j->hat_c0);
             for (int64_t u = 0; u < k; u++) {
-                float xu = xr[u];
                 const float *wu = w + u * j->hat_stride;
-                for (int i = 0; i < 128; i++)
-                    acc[i] += xu * wu[i];
+                for (int r = 0; r < mr; r++) {
+                    float xu = j->xh[(r0 + r) * k + u];
+                    for (int i = 0; i < 128; i++)
+                        acc[r][i] += xu * wu[i];
+                }
             }
-            exl3_hadamard128(acc);
-            float *yr = j->y + r * j->y_stride + (b - j->out_c0);
-            for (int i = 0; i < 128; i++) {
-                float v = acc[i] * f16_to_f32(j->q->svh[b + i]);
-                if (j->q->bias)
-                    v += j->q->bias_is_f32 ? ((const float *)j->q->bias)[b + i]
-                                           : f16_to_f32(((const uint16_t *)j->q->bias)[b + i]);
-                yr[i] = v;
+            for (int r = 0; r < mr; r++) {
+                exl3_hadamard128(acc[r]);
+                float *yr = j->y + (r0 + r) * j->y_stride + (b - j->out_c0);
+                for (int i = 0; i < 128; i++) {
+                    float v = acc[r][i] * f16_to_f32(j->q->svh[b + i]);
+                    if (j->q->bias)
+                        v += j->q->bias_is_f32 ? ((const float *)j->q->bias)[b + i]
+                                               : f16_to_f32(((const uint16_t *)j->q->bias)[b + i]);
+                    yr[i] = v;
+                }
             }
         }
     }
