@@ -8,8 +8,10 @@ int cmd_info(int argc, char **argv);     /* verify/verify_cli.c */
 int cmd_bench(int argc, char **argv);    /* runtime/bench/bench.c */
 int cmd_mkmodel(int argc, char **argv);  /* runtime/model/mkmodel.c */
 
-/* Benchmarks, reached through `dskit bench <what>`. */
-int bench_exl3_cpu(int argc, char **argv); /* runtime/weights/exl3_bench.c: dskit bench exl3-cpu */
+/* Benchmarks (dskit bench WHAT), dispatched by runtime/bench/bench.c. */
+int bench_build(int argc, char **argv);  /* runtime/bench/bench_kit.c */
+int bench_kit(int argc, char **argv);    /* runtime/bench/bench_kit.c */
+int bench_exl3_cpu(int argc, char **argv); /* runtime/weights/exl3_bench.c */
 
 /* Shared option helpers: strict integer/float parsing with a message naming the option. */
 int cli_parse_int(const char *opt, const char *s, long lo, long hi, long *out);

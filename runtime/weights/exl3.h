@@ -18,6 +18,9 @@ enum {
 #define EXL3_MCG_MULT 0xCBAC1FEDu
 #define EXL3_MUL1_MULT 0x83DCD12Du
 
+/* In the functions below K must be 1..8 and codebook 0..2 (what exl3_linear_get guarantees); they do
+ * not check (a codebook outside 0..2 reads as 3INST). */
+
 /* Codebook value (fp16 bits) of a 16-bit trellis state (exl3.md §2.5). */
 uint16_t exl3_codebook_value(uint16_t state, int codebook);
 /* The whole codebook: 65536 fp16 bit patterns, built once on first use (thread-safe). */
