@@ -87,6 +87,8 @@ int moe_rows(const model *m, const block_weights *b, const uint16_t *x, int n, u
         int32_t ids[64];
         float wts[64];
         int k = moe_route(c, b, logits + (int64_t)i * E, ids, wts);
+        for (int e = 0; m->expert_hits && e < k; e++)
+            m->expert_hits[(b - m->blocks) * 4096 + ids[e]]++;
         memset(acc, 0, sizeof(float) * d);
         for (int e = 0; e < k; e++) { /* ascending expert id */
             if (expert_row(c, &b->w1[ids[e]], &b->w3[ids[e]], &b->w2[ids[e]], xr, wts[e], h, h + I, h + 2 * I, y))
