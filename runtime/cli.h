@@ -6,6 +6,10 @@
 int cmd_verify(int argc, char **argv);   /* verify/verify_cli.c */
 int cmd_info(int argc, char **argv);     /* verify/verify_cli.c */
 int cmd_bench(int argc, char **argv);    /* runtime/bench/bench.c */
+int cmd_tokenize(int argc, char **argv); /* runtime/tokenizer/cmd_tokenize.c */
+
+/* Benchmarks, dispatched by `dskit bench WHAT`. */
+int bench_tokenize(int argc, char **argv); /* runtime/tokenizer/bench_tokenize.c */
 
 /* Shared option helpers: strict integer/float parsing with a message naming the option. */
 int cli_parse_int(const char *opt, const char *s, long lo, long hi, long *out);

@@ -21,6 +21,7 @@ typedef struct {
 
 static const command commands[] = {
     {"version", cmd_version, "version: print dskit's version"},
+    {"tokenize", cmd_tokenize, "text <-> token ids, chat requests -> prompt ids (stdin)"},
 };
 
 static void usage(FILE *f)
