@@ -25,6 +25,8 @@ static const command commands[] = {
     {"bench", cmd_bench, "bench WHAT [...]: run a benchmark and print a table (dskit bench --help)"},
     {"version", cmd_version, "version: print dskit's version"},
     {"mkmodel", cmd_mkmodel, "write a synthetic checkpoint (--preset tiny|layer-a|layer-b|layer-c)"},
+    {"tokenize", cmd_tokenize, "text <-> token ids, chat requests -> prompt ids (stdin)"},
+    {"run", cmd_run, "run --backend cpu --model DIR --prompt TEXT: generate with the CPU model"},
 };
 
 static void usage(FILE *f)
