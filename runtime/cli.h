@@ -8,6 +8,10 @@ int cmd_info(int argc, char **argv);     /* verify/verify_cli.c */
 int cmd_bench(int argc, char **argv);    /* runtime/bench/bench.c */
 int cmd_mkmodel(int argc, char **argv);  /* runtime/model/mkmodel.c */
 
+/* Benchmarks (dskit bench WHAT), dispatched by runtime/bench/bench.c. */
+int bench_build(int argc, char **argv);  /* runtime/bench/bench_kit.c */
+int bench_kit(int argc, char **argv);    /* runtime/bench/bench_kit.c */
+
 /* Shared option helpers: strict integer/float parsing with a message naming the option. */
 int cli_parse_int(const char *opt, const char *s, long lo, long hi, long *out);
 int cli_parse_double(const char *opt, const char *s, double *out);

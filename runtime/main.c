@@ -20,8 +20,11 @@ typedef struct {
 } command;
 
 static const command commands[] = {
+    {"verify", cmd_verify, "verify KIT [--json] [--kit-root HEX] [--device]: check a kit"},
+    {"info", cmd_info, "info KIT: the kit's arch, toolchain, source and kernel families"},
+    {"bench", cmd_bench, "bench WHAT [...]: run a benchmark and print a table (dskit bench --help)"},
     {"version", cmd_version, "version: print dskit's version"},
-    {"mkmodel", cmd_mkmodel, "write a synthetic checkpoint (--preset tiny|layer-a|layer-b|layer-c)"},
+    {"mkmodel", cmd_mkmodel, "mkmodel --preset P --out DIR: write a synthetic checkpoint (dskit mkmodel --help)"},
 };
 
 static void usage(FILE *f)
