@@ -18,6 +18,9 @@ enum {
 #define EXL3_MCG_MULT 0xCBAC1FEDu
 #define EXL3_MUL1_MULT 0x83DCD12Du
 
+/* In the functions below K must be 1..8 and codebook 0..2 (what exl3_linear_get guarantees); they do
+ * not check (a codebook outside 0..2 reads as 3INST). */
+
 /* Codebook value (fp16 bits) of a 16-bit trellis state (exl3.md §2.5). */
 uint16_t exl3_codebook_value(uint16_t state, int codebook);
 /* The whole codebook: 65536 fp16 bit patterns, built once on first use (thread-safe). */
@@ -67,6 +70,12 @@ void exl3_reconstruct_hat_f32(const exl3_linear *L, float *w_hat);
 /* W in the original basis, k × n fp32: diag(suh) · H_k · W_hat · H_n · diag(svh), computed in fp32
  * (row Hadamards, then column Hadamards, then the two scales). */
 void exl3_reconstruct(const exl3_linear *L, float *w);
+
+/* The matmul's input stage for m rows: x_had = fp16(Hadamard128(fp16(x·suh))) as fp32 values (m × k).
+ * x·suh is one fp32 product (exact when x is fp16 or bf16, as the GPU's input is). */
+void exl3_input_transform(const exl3_linear *L, const float *x, int m, float *x_had);
+/* The matmul's output stage in place on y' (m × n): y = Hadamard128(y') · svh (+ bias), fp32. */
+void exl3_output_transform(const exl3_linear *L, float *y, int m);
 
 /* y = x·W + bias for m rows of x (m × k fp32) into y (m × n fp32), with exl3.md §3's rounding points:
  * xs = fp16(x·suh); x' = fp16(Hadamard128(xs)); y' = x'·W_hat in fp32, each output summed over

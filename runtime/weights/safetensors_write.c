@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 typedef struct {
@@ -175,7 +176,11 @@ static int finish_shard(st_writer *w)
     }
     w->shard_tmp[w->n_shards++] = path;
     uint64_t len = htole64((uint64_t)h.len);
-    int rc = write_all(fd, &len, 8, path);
+    int rc = 0;
+    if (fchmod(fd, 0644) != 0) /* mkstemp makes 0600; a checkpoint is meant to be shared */
+        rc = dsk_err_errno("cannot set the mode of %s", path);
+    if (rc == 0)
+        rc = write_all(fd, &len, 8, path);
     if (rc == 0)
         rc = write_all(fd, h.data, h.len, path);
     dsk_buf_free(&h);

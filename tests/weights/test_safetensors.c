@@ -209,6 +209,9 @@ static void test_writer_layout(void **state)
     char p[600], *f;
     size_t len;
     snprintf(p, sizeof p, "%s/model-00001-of-00001.safetensors", dir);
+    struct stat st;
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0644);
     assert_ok(dsk_read_file(p, &f, &len));
     const char *hdr = "{\"__metadata__\":{\"format\":\"pt\"},"
                       "\"x.mcg\":{\"dtype\":\"I32\",\"shape\":[],\"data_offsets\":[0,4]}}";
