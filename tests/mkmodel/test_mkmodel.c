@@ -4,6 +4,7 @@
 #include "runtime/cli.h"
 #include "runtime/common/error.h"
 #include "runtime/common/numerics.h"
+#include "runtime/common/rng.h"
 #include "runtime/common/util.h"
 #include "runtime/model/engram_layout.h"
 #include "runtime/model/mkmodel.h"
@@ -210,6 +211,53 @@ static void test_values(void **state)
     free(t);
 }
 
+/* EXL3 linears through the CPU reference matmul: y = x·W on random unit-RMS rows keeps the RMS times
+ * the rule's gain (1; 3 for the head) within 15 %, at every bit width the tiny model uses. */
+static void test_exl3_gain(void **state)
+{
+    (void)state;
+    st_set *set;
+    assert_ok(st_open(dir_a, &set));
+    const struct {
+        const char *name;
+        double gain;
+    } lin[] = {
+        {"layers.0.attn.wq_a", 1},        /* K 4 */
+        {"layers.2.attn.indexer.wk", 1},  /* K 8 */
+        {"layers.4.ffn.experts.5.w2", 1}, /* K 2 */
+        {"layers.7.ffn.experts.2.w1", 1}, /* K 3 */
+        {"mtp.0.main_proj", 1},           /* K 6, in 384 */
+        {"layers.1.engram.wkv", 1},       /* K 4, in 384, out 640 */
+        {"head", 3},                      /* K 6, out 129280 */
+    };
+    enum { M = 8 };
+    dsk_rng rng;
+    dsk_rng_seed(&rng, seed ^ 0x6a11u);
+    for (size_t i = 0; i < sizeof lin / sizeof lin[0]; i++) {
+        exl3_linear L;
+        assert_ok(exl3_linear_get(set, lin[i].name, &L));
+        float *x = malloc(sizeof(float) * M * (size_t)L.k), *y = malloc(sizeof(float) * M * (size_t)L.n);
+        assert_non_null(x);
+        assert_non_null(y);
+        double sx = 0, sy = 0;
+        for (int64_t j = 0; j < M * L.k; j++) {
+            x[j] = bf16_round(dsk_rng_normal(&rng));
+            sx += (double)x[j] * x[j];
+        }
+        assert_ok(exl3_matmul(&L, x, M, y));
+        for (int64_t j = 0; j < M * L.n; j++) {
+            assert_true(isfinite(y[j]));
+            sy += (double)y[j] * y[j];
+        }
+        double ratio = sqrt(sy / (double)(M * L.n)) / sqrt(sx / (double)(M * L.k));
+        if (fabs(ratio / lin[i].gain - 1.0) > 0.15)
+            fail_msg("%s: RMS(x·W)/RMS(x) = %.3f, expected %.1f", lin[i].name, ratio, lin[i].gain);
+        free(x);
+        free(y);
+    }
+    st_close(set);
+}
+
 /* A tensor's bytes depend only on (seed, its name): written alone, it equals its copy in the checkpoint;
  * another seed changes it. Codebook flags follow --codebook. */
 static void test_tensor_streams(void **state)
@@ -366,7 +414,7 @@ static void test_bad_options(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_schema_readback), cmocka_unit_test(test_values),
+        cmocka_unit_test(test_schema_readback), cmocka_unit_test(test_values), cmocka_unit_test(test_exl3_gain),
         cmocka_unit_test(test_tensor_streams),  cmocka_unit_test(test_force_replaces),
         cmocka_unit_test(test_bad_options),
     };
