@@ -11,9 +11,7 @@ int cmd_mkmodel(int argc, char **argv);  /* runtime/model/mkmodel.c */
 /* Benchmarks (dskit bench WHAT), dispatched by runtime/bench/bench.c. */
 int bench_build(int argc, char **argv);  /* runtime/bench/bench_kit.c */
 int bench_kit(int argc, char **argv);    /* runtime/bench/bench_kit.c */
-
-/* Benchmarks, reached through `dskit bench <what>`. */
-int bench_exl3_cpu(int argc, char **argv); /* runtime/weights/exl3_bench.c: dskit bench exl3-cpu */
+int bench_exl3_cpu(int argc, char **argv); /* runtime/weights/exl3_bench.c */
 
 /* Shared option helpers: strict integer/float parsing with a message naming the option. */
 int cli_parse_int(const char *opt, const char *s, long lo, long hi, long *out);

@@ -14,6 +14,8 @@ static const bench_entry benches[] = {
     {"build", bench_build, "build [--arch sm_90]: full kit build time, cold and warm cache, and kit size"},
     {"kit", bench_kit, "kit KIT: open + verify + load + resolve time (eager and lazy), stream-read GB/s, "
                        "and the first kernel families on the GPU"},
+    {"exl3-cpu", bench_exl3_cpu, "exl3-cpu [--k K] [--n N] [--reps R]: EXL3 CPU reference decode and "
+                                 "matmul (1 and 8 rows) weights/s for every K x codebook"},
 };
 
 int cmd_bench(int argc, char **argv)

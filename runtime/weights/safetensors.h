@@ -71,7 +71,8 @@ const st_tensor *st_at(const st_set *set, int i);
  * when the current one's data would exceed shard_bytes (0 = no limit; a tensor larger than the limit
  * gets a shard of its own), plus dir/model.safetensors.index.json. Data is streamed to temporary files
  * as it is added; close assembles the shards, syncs and renames them into place; any failure (or
- * abort) removes everything written. Same calls give the same bytes. */
+ * abort) removes everything written. Same calls give the same bytes. After a failed call only
+ * st_writer_close (which then fails and cleans up) or st_writer_abort remain valid. */
 typedef struct st_writer st_writer;
 
 int st_writer_open(const char *dir, uint64_t shard_bytes, st_writer **out);
