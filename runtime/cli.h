@@ -12,6 +12,7 @@ int cmd_mkmodel(int argc, char **argv);  /* runtime/model/mkmodel.c */
 int bench_build(int argc, char **argv);  /* runtime/bench/bench_kit.c */
 int bench_kit(int argc, char **argv);    /* runtime/bench/bench_kit.c */
 int bench_exl3_cpu(int argc, char **argv); /* runtime/weights/exl3_bench.c */
+int bench_cpu(int argc, char **argv);      /* runtime/model/bench_cpu.c: dskit bench cpu */
 
 /* Shared option helpers: strict integer/float parsing with a message naming the option. */
 int cli_parse_int(const char *opt, const char *s, long lo, long hi, long *out);
