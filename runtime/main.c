@@ -25,6 +25,7 @@ static const command commands[] = {
     {"bench", cmd_bench, "bench WHAT [...]: run a benchmark and print a table (dskit bench --help)"},
     {"version", cmd_version, "version: print dskit's version"},
     {"mkmodel", cmd_mkmodel, "mkmodel --preset P --out DIR: write a synthetic checkpoint (dskit mkmodel --help)"},
+    {"tokenize", cmd_tokenize, "text <-> token ids, chat requests -> prompt ids (stdin)"},
 };
 
 static void usage(FILE *f)
