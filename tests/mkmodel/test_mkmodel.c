@@ -8,6 +8,7 @@
 #include "runtime/common/util.h"
 #include "runtime/model/engram_layout.h"
 #include "runtime/model/mkmodel.h"
+#include "runtime/tokenizer/tokenizer.h"
 #include "runtime/weights/exl3.h"
 #include "tests/common/test_util.h"
 
@@ -314,6 +315,33 @@ static void test_tensor_streams(void **state)
     free(t);
 }
 
+/* The written tokenizer.json through the runtime's tokenizer: the chat tokens are single ids, 128815..,
+ * and a chat string encodes to the ids Hugging Face tokenizers 0.23 gives for the same file. */
+static void test_tokenizer(void **state)
+{
+    (void)state;
+    char path[700];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir_a);
+    dsk_tokenizer *tok;
+    assert_ok(tok_load(path, &tok));
+    for (int i = 0; i < mkmodel_n_added_tokens; i++)
+        assert_int_equal(tok_id(tok, mkmodel_added_tokens[i]), 128815 + i);
+    assert_int_equal(tok_vocab_size(tok), 128826);
+    assert_int_equal(tok_id(tok, "<｜User｜>"), 128803);
+    static const char text[] = "<｜begin▁of▁sentence｜><｜System｜>sys<｜User｜>hi<｜Assistant｜><think>ok</think>x\n\n"
+                               "<｜DSML｜ calls>\n</｜DSML｜ calls><｜latest_reminder｜><｜read_url｜><｜title｜>";
+    static const int32_t want[] = {0,     128815, 44489,  128803, 6366, 128804, 128816, 633,
+                                   128817, 90,    271,    30,     128818, 10699, 1018,  1718,
+                                   128818, 10699, 32,     128819, 128825, 128824};
+    int32_t *ids;
+    size_t n;
+    assert_ok(tok_encode(tok, text, sizeof text - 1, 0, &ids, &n));
+    assert_int_equal(n, sizeof want / sizeof want[0]);
+    assert_memory_equal(ids, want, sizeof want);
+    free(ids);
+    tok_free(tok);
+}
+
 /* Every file of two generations, byte for byte. */
 static void assert_same_tree(const char *a, const char *b)
 {
@@ -415,7 +443,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_schema_readback), cmocka_unit_test(test_values), cmocka_unit_test(test_exl3_gain),
-        cmocka_unit_test(test_tensor_streams),  cmocka_unit_test(test_force_replaces),
+        cmocka_unit_test(test_tensor_streams),  cmocka_unit_test(test_tokenizer), cmocka_unit_test(test_force_replaces),
         cmocka_unit_test(test_bad_options),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
