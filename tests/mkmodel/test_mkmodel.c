@@ -8,6 +8,7 @@
 #include "runtime/common/util.h"
 #include "runtime/model/engram_layout.h"
 #include "runtime/model/mkmodel.h"
+#include "runtime/model/model.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "runtime/weights/exl3.h"
 #include "tests/common/test_util.h"
@@ -259,6 +260,100 @@ static void test_exl3_gain(void **state)
     st_close(set);
 }
 
+static double row_cos(const uint16_t *a, const uint16_t *b, int d)
+{
+    double ab = 0, aa = 0, bb = 0;
+    for (int k = 0; k < d; k++) {
+        double x = bf16_to_f32(a[k]), y = bf16_to_f32(b[k]);
+        ab += x * y, aa += x * x, bb += y * y;
+    }
+    return ab / sqrt(aa * bb);
+}
+
+static int32_t argmax_sampler(const float *logits, int vocab, int64_t pos, void *ctx)
+{
+    (void)pos, (void)ctx;
+    int32_t best = 0;
+    for (int v = 1; v < vocab; v++)
+        if (logits[v] > logits[best])
+            best = v;
+    return best;
+}
+
+/* The CPU model on the tiny checkpoint and 64 random tokens: the streams the drafter taps (entering
+ * layers 5, 6, 7) are finite, of moderate RMS and differ between tokens; the logits have std ≈ 3 (the
+ * head's gain) and a spread-out distribution; the drafter runs. Values that exploded, vanished or
+ * collapsed every token onto one vector would fail here. */
+static void test_activations(void **state)
+{
+    (void)state;
+    model *m;
+    model_state *s;
+    assert_ok(model_load(dir_a, 0, &m));
+    assert_ok(model_state_new(m, 256, &s));
+    const model_config *c = &m->cfg;
+    enum { N = 64, LAST = 4 };
+    int d = c->dim, nt = c->n_dspark_targets;
+    int64_t V = c->vocab_size;
+    int32_t tok[N];
+    dsk_rng rng;
+    dsk_rng_seed(&rng, seed ^ 0xac71u);
+    for (int i = 0; i < N; i++)
+        tok[i] = (int32_t)dsk_rng_below(&rng, 128000);
+    uint16_t *taps = malloc(sizeof(uint16_t) * N * nt * d);
+    float *logits = malloc(sizeof(float) * LAST * V);
+    assert_non_null(taps);
+    assert_non_null(logits);
+    assert_ok(model_forward(m, s, tok, N, N - LAST, logits, taps));
+    for (int k = 0; k < nt; k++) {
+        double s2 = 0, cs = 0;
+        for (int i = 0; i < N; i++) {
+            const uint16_t *row = taps + ((int64_t)i * nt + k) * d;
+            for (int j = 0; j < d; j++) {
+                float v = bf16_to_f32(row[j]);
+                assert_true(isfinite(v));
+                s2 += (double)v * v;
+            }
+            if (i + 1 < N)
+                cs += fabs(row_cos(row, row + (int64_t)nt * d, d));
+        }
+        double rms = sqrt(s2 / ((double)N * d));
+        cs /= N - 1;
+        if (rms < 0.5 || rms > 8 || cs > 0.5)
+            fail_msg("stream entering layer %d: RMS %.3f, mean |cos| of neighbours %.3f", c->dspark_target_layer_ids[k],
+                     rms, cs);
+    }
+    for (int r = 0; r < LAST; r++) {
+        const float *l = logits + r * V;
+        double mean = 0, s2 = 0, mx = -INFINITY, z = 0, ent = 0;
+        for (int64_t v = 0; v < V; v++) {
+            assert_true(isfinite(l[v]));
+            mean += l[v], s2 += (double)l[v] * l[v], mx = l[v] > mx ? l[v] : mx;
+        }
+        mean /= (double)V;
+        double sd = sqrt(s2 / (double)V - mean * mean);
+        for (int64_t v = 0; v < V; v++)
+            z += exp(l[v] - mx);
+        for (int64_t v = 0; v < V; v++) {
+            double p = exp(l[v] - mx) / z;
+            ent -= p > 0 ? p * log(p) : 0;
+        }
+        if (sd < 2.5 || sd > 4 || ent < 2 || ent > 10)
+            fail_msg("logits row %d: std %.3f, entropy %.2f nats", r, sd, ent);
+    }
+    s->len = N;
+    int32_t drafts[8];
+    assert_ok(model_draft_feed(m, s, taps, N));
+    int32_t t0 = argmax_sampler(logits + (LAST - 1) * V, (int)V, N, NULL);
+    assert_ok(model_draft(m, s, t0, argmax_sampler, NULL, drafts, NULL));
+    for (int i = 0; i < c->dspark_block_size; i++)
+        assert_true(drafts[i] >= 0 && drafts[i] < V);
+    free(taps);
+    free(logits);
+    model_state_free(s);
+    model_free(m);
+}
+
 /* A tensor's bytes depend only on (seed, its name): written alone, it equals its copy in the checkpoint;
  * another seed changes it. Codebook flags follow --codebook. */
 static void test_tensor_streams(void **state)
@@ -443,6 +538,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_schema_readback), cmocka_unit_test(test_values), cmocka_unit_test(test_exl3_gain),
+        cmocka_unit_test(test_activations),
         cmocka_unit_test(test_tensor_streams),  cmocka_unit_test(test_tokenizer), cmocka_unit_test(test_force_replaces),
         cmocka_unit_test(test_bad_options),
     };
