@@ -8,6 +8,7 @@ int cmd_info(int argc, char **argv);     /* verify/verify_cli.c */
 int cmd_bench(int argc, char **argv);    /* runtime/bench/bench.c */
 int cmd_mkmodel(int argc, char **argv);  /* runtime/model/mkmodel.c */
 int cmd_tokenize(int argc, char **argv); /* runtime/tokenizer/cmd_tokenize.c */
+int cmd_run(int argc, char **argv);      /* runtime/model/cmd_run.c */
 
 /* Benchmarks (dskit bench WHAT), dispatched by runtime/bench/bench.c. */
 int bench_build(int argc, char **argv);  /* runtime/bench/bench_kit.c */

@@ -68,6 +68,8 @@ typedef struct {
     void **owned;               /* buffers the model owns (converted norms, realigned tensors) */
     int n_owned;
     size_t cache_bytes;         /* decoded EXL3 weights held */
+    uint32_t *expert_hits;      /* optional diagnostic set by the caller: [n_all_layers][4096] routed-expert
+                                   selections, counted by every forward (not thread-safe across sequences) */
 } model;
 
 /* Open a model folder (config.json + safetensors). Every tensor of the schema must be present with its

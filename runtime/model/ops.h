@@ -53,6 +53,11 @@ int attn_window_keys(const model_config *c, const block_weights *b, const uint16
 int attn_output(const model_config *c, const block_weights *b, uint16_t *o, int n, const float *rope, uint16_t *out);
 /* Attention of backbone layer l over the rows of a call (window + compressed rows, model.md §3.5). */
 int attention_layer(const model *m, model_state *s, fwd_call *f, int l, const uint16_t *xn, uint16_t *out);
+/* sqrt(softplus(x)), softplus linear above 20 as in PyTorch. */
+float moe_sqrtsoftplus(float x);
+/* Routing of one row from the gate logits [E]: top n_active of score + bias (ties to the lower id) in
+ * ascending id, weights route_scale · s / (Σ s + 1e-20) from the unbiased scores. Returns the count. */
+int moe_route(const model_config *c, const block_weights *b, const float *logits, int32_t *ids, float *weights);
 /* MoE of one block over n rows of ffn_norm output: out bf16 [n][d]. */
 int moe_rows(const model *m, const block_weights *b, const uint16_t *x, int n, uint16_t *out);
 /* Engram before layer l for the call's rows: updates the streams X [n][hc][d] in place. */
