@@ -24,7 +24,7 @@ static const command commands[] = {
     {"info", cmd_info, "info KIT: the kit's arch, toolchain, source and kernel families"},
     {"bench", cmd_bench, "bench WHAT [...]: run a benchmark and print a table (dskit bench --help)"},
     {"version", cmd_version, "version: print dskit's version"},
-    {"mkmodel", cmd_mkmodel, "write a synthetic checkpoint (--preset tiny|layer-a|layer-b|layer-c)"},
+    {"mkmodel", cmd_mkmodel, "mkmodel --preset P --out DIR: write a synthetic checkpoint (dskit mkmodel --help)"},
     {"tokenize", cmd_tokenize, "text <-> token ids, chat requests -> prompt ids (stdin)"},
     {"run", cmd_run, "run --backend cpu --model DIR --prompt TEXT: generate with the CPU model"},
 };

@@ -41,8 +41,8 @@ int op_rope(const kit *k, CUstream s, CUdeviceptr x, CUdeviceptr pos, CUdevicept
 
 int op_rowmm_bf16(const kit *k, CUstream s, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, int rows, int K, int N)
 {
-    if (K % 8 || K <= 0 || N <= 0)
-        return dsk_err("rowmm_bf16: K %d must be a positive multiple of 8, N %d positive", K, N);
+    if (K % 32 || K <= 0 || N <= 0)
+        return dsk_err("rowmm_bf16: K %d must be a positive multiple of 32, N %d positive", K, N);
     for (int r0 = 0; r0 < rows; r0 += 16) {
         int r = rows - r0 < 16 ? rows - r0 : 16;
         int m = r <= 1 ? 1 : r <= 2 ? 2 : r <= 4 ? 4 : r <= 8 ? 8 : 16;
@@ -51,10 +51,17 @@ int op_rowmm_bf16(const kit *k, CUstream s, CUdeviceptr x, CUdeviceptr w, CUdevi
             return -1;
         CUdeviceptr xs = x + (CUdeviceptr)r0 * (CUdeviceptr)K * 2, ys = y + (CUdeviceptr)r0 * (CUdeviceptr)N * 4;
         void *args[] = {&xs, &w, &ys, &r, &K, &N};
-        if (kit_launch(kk, (unsigned)((N + 3) / 4), 1, 1, s, args, 6))
+        if (kit_launch(kk, (unsigned)((N + 7) / 8), 1, 1, s, args, 6))
             return -1;
     }
     return 0;
+}
+
+int op_topk_small_npl(int N, int k)
+{
+    if (k > 16 || N > 32 * 32)
+        return 0;
+    return N <= 128 ? 4 : N <= 384 ? 12 : 32;
 }
 
 int op_topk(const kit *k, CUstream s, CUdeviceptr scores, CUdeviceptr bias, int rows, int N, int kk_, int64_t ld,
@@ -64,6 +71,14 @@ int op_topk(const kit *k, CUstream s, CUdeviceptr scores, CUdeviceptr bias, int 
         return dsk_err("topk: need 1 <= k (%d) <= N (%d) <= ld (%lld)", kk_, N, (long long)ld);
     if (rows == 0)
         return 0;
+    int npl = op_topk_small_npl(N, kk_);
+    if (npl) {
+        const kit_kernel *kk = kit_findf(k, "topk_small", "NPL=%d", npl);
+        if (!kk)
+            return -1;
+        void *args[] = {&scores, &bias, &N, &kk_, &ld, &rows, &idx, &val};
+        return kit_launch(kk, (unsigned)((rows + 3) / 4), 1, 1, s, args, 8);
+    }
     const kit_kernel *kk = kit_findf(k, "topk", "T=%d", op_topk_threads(N));
     if (!kk)
         return -1;

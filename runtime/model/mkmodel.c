@@ -24,6 +24,7 @@
 
 static const char *const tokenizer_rel = "data/tokenizer/deepseek-v3-tokenizer.json";
 
+/* The command's help, with one line per preset. */
 static void usage(FILE *f)
 {
     fprintf(f, "usage: dskit mkmodel --preset NAME --out DIR [--seed N] [--codebook mul1|mcg|3inst]\n"
@@ -81,6 +82,7 @@ static int find_tokenizer(char *out, size_t cap)
                    tokenizer_rel, DSKIT_SOURCE_TREE);
 }
 
+/* nftw callback of remove_tree. */
 static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb;
@@ -124,6 +126,7 @@ typedef struct {
     int codebook, force;
 } mk_opts;
 
+/* Options into *o: 0 ok, 1 help asked, -1 a message says what is wrong. */
 static int parse_args(int argc, char **argv, mk_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -196,6 +199,7 @@ static int check_out(const mk_opts *o, int *exists)
     return 0;
 }
 
+/* dir/name = text plus a newline, atomically. */
 static int write_text(const char *dir, const char *name, const char *text)
 {
     char path[4096];
@@ -212,6 +216,7 @@ static int write_text(const char *dir, const char *name, const char *text)
     return rc;
 }
 
+/* Refuse early when the folder holding out has less than need bytes free. */
 static int space_check(const char *out, uint64_t need)
 {
     char parent[4096];

@@ -66,6 +66,7 @@ static const value_rule rules[] = {
     {"engram.embed", TENSOR_F8_ROWS, V_ENGRAM_ROWS, 0},
 };
 
+/* Whether a rule's suffix selects this name (see value_rule.suffix). */
 static int suffix_matches(const char *name, const char *suffix)
 {
     size_t n = strlen(name), s = strlen(suffix);
@@ -76,6 +77,7 @@ static int suffix_matches(const char *name, const char *suffix)
     return suffix[0] == '_' || name[n - s - 1] == '.' || name[n - s - 1] == '_';
 }
 
+/* The first rule of the tensor's kind whose suffix matches its name. */
 static const value_rule *find_rule(const schema_tensor *t)
 {
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
@@ -139,6 +141,7 @@ static int write_streamed(st_writer *w, mkmodel_stats *st, const char *name, st_
     return 0;
 }
 
+/* Trellis words: raw random bits. */
 static void fill_random_bytes(fill_ctx *f, void *buf, uint64_t first, size_t count)
 {
     (void)first;
@@ -163,6 +166,7 @@ static void fill_exl3_scale(fill_ctx *f, void *buf, uint64_t first, size_t count
     }
 }
 
+/* a + b·N(0,1), rounded to bf16. */
 static void fill_bf16(fill_ctx *f, void *buf, uint64_t first, size_t count)
 {
     (void)first;
@@ -171,6 +175,7 @@ static void fill_bf16(fill_ctx *f, void *buf, uint64_t first, size_t count)
         p[i] = f32_to_bf16((float)(f->a + f->b * fast_normal(&f->rng)));
 }
 
+/* a + b·N(0,1) in f32. */
 static void fill_f32(fill_ctx *f, void *buf, uint64_t first, size_t count)
 {
     (void)first;
@@ -179,6 +184,7 @@ static void fill_f32(fill_ctx *f, void *buf, uint64_t first, size_t count)
         p[i] = (float)(f->a + f->b * fast_normal(&f->rng));
 }
 
+/* mHC base [pre hc][post hc][comb hc×hc]: a·N(0,1), plus 1 on the comb diagonal. */
 static void fill_hc_base(fill_ctx *f, void *buf, uint64_t first, size_t count)
 {
     float *p = buf;
@@ -189,6 +195,7 @@ static void fill_hc_base(fill_ctx *f, void *buf, uint64_t first, size_t count)
     }
 }
 
+/* mHC scales a0, a1, a2: uniform in [0.3, 0.7]. */
 static void fill_hc_scale(fill_ctx *f, void *buf, uint64_t first, size_t count)
 {
     (void)first;
@@ -197,6 +204,7 @@ static void fill_hc_scale(fill_ctx *f, void *buf, uint64_t first, size_t count)
         p[i] = 0.3f + 0.4f * dsk_rng_f32(&f->rng);
 }
 
+/* The synthetic token map: id mod engram_compressed_vocab_size. */
 static void fill_token_map(fill_ctx *f, void *buf, uint64_t first, size_t count)
 {
     int32_t *p = buf;
@@ -208,6 +216,7 @@ static void fill_token_map(fill_ctx *f, void *buf, uint64_t first, size_t count)
  * mapped once through a table, two values per 64-bit draw. */
 static uint8_t e4m3_table[1021];
 
+/* Fill e4m3_table once (its entry 0, the most negative code, is never 0). */
 static void build_e4m3_table(void)
 {
     if (e4m3_table[0])
@@ -216,6 +225,7 @@ static void build_e4m3_table(void)
         e4m3_table[s] = f32_to_e4m3(((float)s - 510.0f) * (64.0f / 147.8f));
 }
 
+/* Engram rows: e4m3 codes through the table, two per draw. */
 static void fill_e4m3(fill_ctx *f, void *buf, uint64_t first, size_t count)
 {
     (void)first;
@@ -251,6 +261,7 @@ static int part_name(char *out, size_t cap, const char *base, const char *suffix
     return 0;
 }
 
+/* The parts of one EXL3 linear: trellis, suh, svh and the codebook flag (none for 3INST). */
 static int write_exl3(st_writer *w, const mkmodel_gen *g, const schema_tensor *t, double gain, mkmodel_stats *st)
 {
     int64_t in = t->shape[0], out = t->shape[1];
@@ -295,6 +306,7 @@ static int layer_of(const char *name)
     return sscanf(name, "layers.%d.", &l) == 1 ? l : -1;
 }
 
+/* layers.N.engram.multipliers from the stored table. */
 static int write_multipliers(st_writer *w, const mkmodel_gen *g, const schema_tensor *t, mkmodel_stats *st)
 {
     int64_t m[ENGRAM_MAX_NGRAM];
@@ -309,6 +321,7 @@ static int write_multipliers(st_writer *w, const mkmodel_gen *g, const schema_te
     return 0;
 }
 
+/* An Engram table: FP8 rows (.weight) and their E8M0 scales (.scale). */
 static int write_engram_rows(st_writer *w, const mkmodel_gen *g, const schema_tensor *t, mkmodel_stats *st)
 {
     char name[160];

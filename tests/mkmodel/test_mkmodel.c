@@ -4,9 +4,12 @@
 #include "runtime/cli.h"
 #include "runtime/common/error.h"
 #include "runtime/common/numerics.h"
+#include "runtime/common/rng.h"
 #include "runtime/common/util.h"
 #include "runtime/model/engram_layout.h"
 #include "runtime/model/mkmodel.h"
+#include "runtime/model/model.h"
+#include "runtime/tokenizer/tokenizer.h"
 #include "runtime/weights/exl3.h"
 #include "tests/common/test_util.h"
 
@@ -210,6 +213,147 @@ static void test_values(void **state)
     free(t);
 }
 
+/* EXL3 linears through the CPU reference matmul: y = x·W on random unit-RMS rows keeps the RMS times
+ * the rule's gain (1; 3 for the head) within 15 %, at every bit width the tiny model uses. */
+static void test_exl3_gain(void **state)
+{
+    (void)state;
+    st_set *set;
+    assert_ok(st_open(dir_a, &set));
+    const struct {
+        const char *name;
+        double gain;
+    } lin[] = {
+        {"layers.0.attn.wq_a", 1},        /* K 4 */
+        {"layers.2.attn.indexer.wk", 1},  /* K 8 */
+        {"layers.4.ffn.experts.5.w2", 1}, /* K 2 */
+        {"layers.7.ffn.experts.2.w1", 1}, /* K 3 */
+        {"mtp.0.main_proj", 1},           /* K 6, in 384 */
+        {"layers.1.engram.wkv", 1},       /* K 4, in 384, out 640 */
+        {"head", 3},                      /* K 6, out 129280 */
+    };
+    enum { M = 8 };
+    dsk_rng rng;
+    dsk_rng_seed(&rng, seed ^ 0x6a11u);
+    for (size_t i = 0; i < sizeof lin / sizeof lin[0]; i++) {
+        exl3_linear L;
+        assert_ok(exl3_linear_get(set, lin[i].name, &L));
+        float *x = malloc(sizeof(float) * M * (size_t)L.k), *y = malloc(sizeof(float) * M * (size_t)L.n);
+        assert_non_null(x);
+        assert_non_null(y);
+        double sx = 0, sy = 0;
+        for (int64_t j = 0; j < M * L.k; j++) {
+            x[j] = bf16_round(dsk_rng_normal(&rng));
+            sx += (double)x[j] * x[j];
+        }
+        assert_ok(exl3_matmul(&L, x, M, y));
+        for (int64_t j = 0; j < M * L.n; j++) {
+            assert_true(isfinite(y[j]));
+            sy += (double)y[j] * y[j];
+        }
+        double ratio = sqrt(sy / (double)(M * L.n)) / sqrt(sx / (double)(M * L.k));
+        if (fabs(ratio / lin[i].gain - 1.0) > 0.15)
+            fail_msg("%s: RMS(x·W)/RMS(x) = %.3f, expected %.1f", lin[i].name, ratio, lin[i].gain);
+        free(x);
+        free(y);
+    }
+    st_close(set);
+}
+
+static double row_cos(const uint16_t *a, const uint16_t *b, int d)
+{
+    double ab = 0, aa = 0, bb = 0;
+    for (int k = 0; k < d; k++) {
+        double x = bf16_to_f32(a[k]), y = bf16_to_f32(b[k]);
+        ab += x * y, aa += x * x, bb += y * y;
+    }
+    return ab / sqrt(aa * bb);
+}
+
+static int32_t argmax_sampler(const float *logits, int vocab, int64_t pos, void *ctx)
+{
+    (void)pos, (void)ctx;
+    int32_t best = 0;
+    for (int v = 1; v < vocab; v++)
+        if (logits[v] > logits[best])
+            best = v;
+    return best;
+}
+
+/* The CPU model on the tiny checkpoint and 64 random tokens: the streams the drafter taps (entering
+ * layers 5, 6, 7) are finite, of moderate RMS and differ between tokens; the logits have std ≈ 3 (the
+ * head's gain) and a spread-out distribution; the drafter runs. Values that exploded, vanished or
+ * collapsed every token onto one vector would fail here. */
+static void test_activations(void **state)
+{
+    (void)state;
+    model *m;
+    model_state *s;
+    assert_ok(model_load(dir_a, 0, &m));
+    assert_ok(model_state_new(m, 256, &s));
+    const model_config *c = &m->cfg;
+    enum { N = 64, LAST = 4 };
+    int d = c->dim, nt = c->n_dspark_targets;
+    int64_t V = c->vocab_size;
+    int32_t tok[N];
+    dsk_rng rng;
+    dsk_rng_seed(&rng, seed ^ 0xac71u);
+    for (int i = 0; i < N; i++)
+        tok[i] = (int32_t)dsk_rng_below(&rng, 128000);
+    uint16_t *taps = malloc(sizeof(uint16_t) * N * nt * d);
+    float *logits = malloc(sizeof(float) * LAST * V);
+    assert_non_null(taps);
+    assert_non_null(logits);
+    assert_ok(model_forward(m, s, tok, N, N - LAST, logits, taps));
+    for (int k = 0; k < nt; k++) {
+        double s2 = 0, cs = 0;
+        for (int i = 0; i < N; i++) {
+            const uint16_t *row = taps + ((int64_t)i * nt + k) * d;
+            for (int j = 0; j < d; j++) {
+                float v = bf16_to_f32(row[j]);
+                assert_true(isfinite(v));
+                s2 += (double)v * v;
+            }
+            if (i + 1 < N)
+                cs += fabs(row_cos(row, row + (int64_t)nt * d, d));
+        }
+        double rms = sqrt(s2 / ((double)N * d));
+        cs /= N - 1;
+        if (rms < 0.5 || rms > 8 || cs > 0.5)
+            fail_msg("stream entering layer %d: RMS %.3f, mean |cos| of neighbours %.3f", c->dspark_target_layer_ids[k],
+                     rms, cs);
+    }
+    for (int r = 0; r < LAST; r++) {
+        const float *l = logits + r * V;
+        double mean = 0, s2 = 0, mx = -INFINITY, z = 0, ent = 0;
+        for (int64_t v = 0; v < V; v++) {
+            assert_true(isfinite(l[v]));
+            mean += l[v], s2 += (double)l[v] * l[v], mx = l[v] > mx ? l[v] : mx;
+        }
+        mean /= (double)V;
+        double sd = sqrt(s2 / (double)V - mean * mean);
+        for (int64_t v = 0; v < V; v++)
+            z += exp(l[v] - mx);
+        for (int64_t v = 0; v < V; v++) {
+            double p = exp(l[v] - mx) / z;
+            ent -= p > 0 ? p * log(p) : 0;
+        }
+        if (sd < 2.5 || sd > 4 || ent < 2 || ent > 10)
+            fail_msg("logits row %d: std %.3f, entropy %.2f nats", r, sd, ent);
+    }
+    s->len = N;
+    int32_t drafts[8];
+    assert_ok(model_draft_feed(m, s, taps, N));
+    int32_t t0 = argmax_sampler(logits + (LAST - 1) * V, (int)V, N, NULL);
+    assert_ok(model_draft(m, s, t0, argmax_sampler, NULL, drafts, NULL));
+    for (int i = 0; i < c->dspark_block_size; i++)
+        assert_true(drafts[i] >= 0 && drafts[i] < V);
+    free(taps);
+    free(logits);
+    model_state_free(s);
+    model_free(m);
+}
+
 /* A tensor's bytes depend only on (seed, its name): written alone, it equals its copy in the checkpoint;
  * another seed changes it. Codebook flags follow --codebook. */
 static void test_tensor_streams(void **state)
@@ -264,6 +408,33 @@ static void test_tensor_streams(void **state)
     }
     st_close(set);
     free(t);
+}
+
+/* The written tokenizer.json through the runtime's tokenizer: the chat tokens are single ids, 128815..,
+ * and a chat string encodes to the ids Hugging Face tokenizers 0.23 gives for the same file. */
+static void test_tokenizer(void **state)
+{
+    (void)state;
+    char path[700];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir_a);
+    dsk_tokenizer *tok;
+    assert_ok(tok_load(path, &tok));
+    for (int i = 0; i < mkmodel_n_added_tokens; i++)
+        assert_int_equal(tok_id(tok, mkmodel_added_tokens[i]), 128815 + i);
+    assert_int_equal(tok_vocab_size(tok), 128826);
+    assert_int_equal(tok_id(tok, "<｜User｜>"), 128803);
+    static const char text[] = "<｜begin▁of▁sentence｜><｜System｜>sys<｜User｜>hi<｜Assistant｜><think>ok</think>x\n\n"
+                               "<｜DSML｜ calls>\n</｜DSML｜ calls><｜latest_reminder｜><｜read_url｜><｜title｜>";
+    static const int32_t want[] = {0,     128815, 44489,  128803, 6366, 128804, 128816, 633,
+                                   128817, 90,    271,    30,     128818, 10699, 1018,  1718,
+                                   128818, 10699, 32,     128819, 128825, 128824};
+    int32_t *ids;
+    size_t n;
+    assert_ok(tok_encode(tok, text, sizeof text - 1, 0, &ids, &n));
+    assert_int_equal(n, sizeof want / sizeof want[0]);
+    assert_memory_equal(ids, want, sizeof want);
+    free(ids);
+    tok_free(tok);
 }
 
 /* Every file of two generations, byte for byte. */
@@ -366,8 +537,9 @@ static void test_bad_options(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_schema_readback), cmocka_unit_test(test_values),
-        cmocka_unit_test(test_tensor_streams),  cmocka_unit_test(test_force_replaces),
+        cmocka_unit_test(test_schema_readback), cmocka_unit_test(test_values), cmocka_unit_test(test_exl3_gain),
+        cmocka_unit_test(test_activations),
+        cmocka_unit_test(test_tensor_streams),  cmocka_unit_test(test_tokenizer), cmocka_unit_test(test_force_replaces),
         cmocka_unit_test(test_bad_options),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
