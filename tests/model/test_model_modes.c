@@ -93,6 +93,50 @@ static void test_oneshot_chunked_serial(void **state)
     free(tok);
 }
 
+/* Many short random lengths (odd ones leave a ratio-2 remainder), each one-shot == random chunks. */
+static void test_many_lengths(void **state)
+{
+    (void)state;
+    for (int t = 0; t < 8; t++) {
+        int n = 1 + (int)dsk_rng_below(&R, 24);
+        int32_t *tok = random_tokens(n);
+        int all[1] = {n}, rnd[32];
+        for (int i = 0; i < 32; i++)
+            rnd[i] = 1 + (int)dsk_rng_below(&R, 7);
+        float *a = run_chunks(tok, n, all), *b = run_chunks(tok, n, rnd);
+        assert_rows_equal(a, b, n, "random chunks, short length");
+        free(a);
+        free(b);
+        free(tok);
+    }
+}
+
+/* A longer context (20+ window wraps, ~100 ratio-2 and ~200 ratio-1 rows against top-4 and 3 candidate
+ * blocks): prefill then decode gives the one-shot run's last rows. */
+static void test_long_context(void **state)
+{
+    (void)state;
+    int n = 180 + (int)dsk_rng_below(&R, 40), tail = 12, V = M->cfg.vocab_size;
+    int32_t *tok = random_tokens(n);
+    float *a = malloc(sizeof(float) * (size_t)tail * V), *b = malloc(sizeof(float) * (size_t)tail * V);
+    model_state *s;
+    assert_ok(model_state_new(M, 4096, &s));
+    assert_ok(model_forward(M, s, tok, n, n - tail, a, NULL));
+    model_state_free(s);
+    assert_ok(model_state_new(M, 4096, &s));
+    assert_ok(model_forward(M, s, tok, n - tail, n, NULL, NULL));
+    s->len = n - tail;
+    for (int i = 0; i < tail; i++) {
+        assert_ok(model_forward(M, s, tok + n - tail + i, 1, 0, b + (int64_t)i * V, NULL));
+        s->len++;
+    }
+    model_state_free(s);
+    assert_rows_equal(a, b, tail, "long context, prefill then decode");
+    free(a);
+    free(b);
+    free(tok);
+}
+
 /* Verify windows of up to 6 rows with rollback to a random accepted length: every committed row's
  * logits equal the one-shot run's. Rejected rows are fed garbage tokens, as wrong drafts would be. */
 static void test_verify_rollback(void **state)
@@ -170,6 +214,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_oneshot_chunked_serial),
+        cmocka_unit_test(test_many_lengths),
+        cmocka_unit_test(test_long_context),
         cmocka_unit_test(test_verify_rollback),
         cmocka_unit_test(test_drafted_equals_serial),
         cmocka_unit_test(test_context_limit),
