@@ -304,11 +304,11 @@ int model_load(const char *dir, size_t cache_budget, model **out)
             goto fail;
         /* transposed so the Markov bias vectorises across the vocabulary (each sum keeps its order) */
         size_t V = (size_t)c->vocab_size, R = (size_t)c->dspark_markov_rank;
-        if (!(m->markov_head_t = dsk_malloc(sizeof(float) * V * R)) || own(m, m->markov_head_t))
+        if (!(m->markov_head_t = dsk_malloc(sizeof(uint16_t) * V * R)) || own(m, m->markov_head_t))
             goto fail;
         for (size_t v = 0; v < V; v++)
             for (size_t r = 0; r < R; r++)
-                m->markov_head_t[r * V + v] = bf16_to_f32(m->markov_head[v * R + r]);
+                m->markov_head_t[r * V + v] = m->markov_head[v * R + r];
     }
     if (cache_linears(m, cache_budget))
         goto fail;
