@@ -1,15 +1,6 @@
 #include "runtime/gpu/ops.h"
 #include "runtime/common/error.h"
-
-int op_rmsnorm_threads(int width)
-{
-    return width <= 256 ? 32 : width <= 1280 ? 128 : 256;
-}
-
-int op_topk_threads(int N)
-{
-    return N <= 4096 ? 256 : 1024;
-}
+#include "runtime/gpu/variant_rules.h"
 
 int op_rmsnorm(const kit *k, CUstream s, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, int rows, int width, float eps)
 {
@@ -17,7 +8,7 @@ int op_rmsnorm(const kit *k, CUstream s, CUdeviceptr x, CUdeviceptr w, CUdevicep
         return dsk_err("rmsnorm: width %d must be a multiple of 8 in [8, 65536]", width);
     if (rows == 0)
         return 0;
-    const kit_kernel *kk = kit_findf(k, "rmsnorm", "T=%d", op_rmsnorm_threads(width));
+    const kit_kernel *kk = kit_findf(k, "rmsnorm", "T=%d", rule_rmsnorm_threads(width));
     if (!kk)
         return -1;
     void *args[] = {&x, &w, &y, &rows, &width, &eps};
@@ -45,8 +36,7 @@ int op_rowmm_bf16(const kit *k, CUstream s, CUdeviceptr x, CUdeviceptr w, CUdevi
         return dsk_err("rowmm_bf16: K %d must be a positive multiple of 32, N %d positive", K, N);
     for (int r0 = 0; r0 < rows; r0 += 16) {
         int r = rows - r0 < 16 ? rows - r0 : 16;
-        int m = r <= 1 ? 1 : r <= 2 ? 2 : r <= 4 ? 4 : r <= 8 ? 8 : 16;
-        const kit_kernel *kk = kit_findf(k, "rowmm_bf16", "M=%d", m);
+        const kit_kernel *kk = kit_findf(k, "rowmm_bf16", "M=%d", rule_rowmm_bucket(r));
         if (!kk)
             return -1;
         CUdeviceptr xs = x + (CUdeviceptr)r0 * (CUdeviceptr)K * 2, ys = y + (CUdeviceptr)r0 * (CUdeviceptr)N * 4;
@@ -57,13 +47,6 @@ int op_rowmm_bf16(const kit *k, CUstream s, CUdeviceptr x, CUdeviceptr w, CUdevi
     return 0;
 }
 
-int op_topk_small_npl(int N, int k)
-{
-    if (k > 16 || N > 32 * 32)
-        return 0;
-    return N <= 128 ? 4 : N <= 384 ? 12 : 32;
-}
-
 int op_topk(const kit *k, CUstream s, CUdeviceptr scores, CUdeviceptr bias, int rows, int N, int kk_, int64_t ld,
             CUdeviceptr idx, CUdeviceptr val)
 {
@@ -71,7 +54,7 @@ int op_topk(const kit *k, CUstream s, CUdeviceptr scores, CUdeviceptr bias, int 
         return dsk_err("topk: need 1 <= k (%d) <= N (%d) <= ld (%lld)", kk_, N, (long long)ld);
     if (rows == 0)
         return 0;
-    int npl = op_topk_small_npl(N, kk_);
+    int npl = rule_topk_small_npl(N, kk_);
     if (npl) {
         const kit_kernel *kk = kit_findf(k, "topk_small", "NPL=%d", npl);
         if (!kk)
@@ -79,7 +62,7 @@ int op_topk(const kit *k, CUstream s, CUdeviceptr scores, CUdeviceptr bias, int 
         void *args[] = {&scores, &bias, &N, &kk_, &ld, &rows, &idx, &val};
         return kit_launch(kk, (unsigned)((rows + 3) / 4), 1, 1, s, args, 8);
     }
-    const kit_kernel *kk = kit_findf(k, "topk", "T=%d", op_topk_threads(N));
+    const kit_kernel *kk = kit_findf(k, "topk", "T=%d", rule_topk_threads(N));
     if (!kk)
         return -1;
     void *args[] = {&scores, &bias, &N, &kk_, &ld, &idx, &val};

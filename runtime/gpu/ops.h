@@ -22,10 +22,6 @@ int op_topk(const kit *k, CUstream s, CUdeviceptr scores, CUdeviceptr bias, int 
 /* Read `bytes` (a multiple of 16) from src with `blocks` blocks; one u32 per block to out. */
 int op_stream_read(const kit *k, CUstream s, CUdeviceptr src, uint64_t bytes, CUdeviceptr out, int blocks);
 
-/* The variant parameter each launcher picks (shared with `needs`). */
-int op_rmsnorm_threads(int width);
-int op_topk_threads(int N);
-/* Lanes' elements for the warp-per-row kernel (k <= 16, N <= 1024), or 0 when the big kernel runs. */
-int op_topk_small_npl(int N, int k);
+/* The variant each launcher picks is decided by runtime/gpu/variant_rules.h (shared with `needs`). */
 
 #endif
