@@ -339,13 +339,18 @@ typedef struct {
     const char *name0, *args0, *name1, *args1;
 } reply;
 
+static int buf_is(const dsk_buf *b, const char *s)
+{
+    return b->len == strlen(s) && (!b->len || !memcmp(b->data, s, b->len));
+}
+
 static void check_reply(const char *text, int thinking, reply want)
 {
     dsml_parser p;
     assert_ok(dsml_parse(text, strlen(text), thinking, &p));
-    if (p.reasoning.len != strlen(want.reasoning) || memcmp(p.reasoning.data, want.reasoning, p.reasoning.len))
+    if (!buf_is(&p.reasoning, want.reasoning))
         fail_msg("reasoning '%.*s', want '%s'", (int)p.reasoning.len, p.reasoning.data, want.reasoning);
-    if (p.content.len != strlen(want.content) || memcmp(p.content.data, want.content, p.content.len))
+    if (!buf_is(&p.content, want.content))
         fail_msg("content '%.*s', want '%s'", (int)p.content.len, p.content.data, want.content);
     assert_int_equal(p.n_calls, want.n_calls);
     if (want.n_calls > 0) {
