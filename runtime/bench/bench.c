@@ -1,0 +1,38 @@
+/* `dskit bench WHAT`: every benchmark prints a table. Each lives beside its subsystem. */
+#include "runtime/cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *help;
+} bench_entry;
+
+static const bench_entry benches[] = {
+    {"build", bench_build, "build [--arch sm_90]: full kit build time, cold and warm cache, and kit size"},
+    {"kit", bench_kit, "kit KIT: open + verify + load + resolve time (eager and lazy), stream-read GB/s, "
+                       "and the first kernel families on the GPU"},
+    {"exl3-cpu", bench_exl3_cpu, "exl3-cpu [--k K] [--n N] [--reps R]: EXL3 CPU reference decode and "
+                                 "matmul (1 and 8 rows) weights/s for every K x codebook"},
+    {"tokenize", bench_tokenize, "tokenize [--tokenizer FILE] [--input TEXT_FILE]: tokenizer encode/decode MB/s"},
+    {"cpu", bench_cpu, "cpu [--model DIR] [--prompt-len N] [--decode N] [--threads N] [--reps N]: the CPU model's "
+                       "prefill and decode tok/s (default: the tiny synthetic checkpoint), serial and drafted"},
+};
+
+int cmd_bench(int argc, char **argv)
+{
+    if (argc >= 2) {
+        for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++)
+            if (!strcmp(argv[1], benches[i].name))
+                return benches[i].fn(argc - 1, argv + 1);
+    }
+    FILE *f = argc >= 2 && strcmp(argv[1], "--help") ? stderr : stdout;
+    if (f == stderr && argc >= 2)
+        fprintf(stderr, "dskit bench: unknown benchmark '%s'\n", argv[1]);
+    fprintf(f, "usage: dskit bench WHAT [options]\n");
+    for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++)
+        fprintf(f, "  %s\n", benches[i].help);
+    return f == stdout ? 0 : 2;
+}

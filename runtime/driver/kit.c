@@ -1,0 +1,242 @@
+#include "runtime/driver/kit.h"
+#include "manifest/archive.h"
+#include "runtime/common/error.h"
+#include "runtime/common/util.h"
+#include "verify/verify.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    char key[192];
+    int kernel; /* index into kernels, -1 = empty slot */
+} slot;
+
+struct kit {
+    char *path;
+    kit_entries entries;
+    verify_report report; /* holds the parsed manifest */
+    kit_kernel *kernels;
+    int nkernels;
+    slot *table; /* open addressing, power-of-two size */
+    size_t table_size;
+    CUmodule *modules;
+    int nmodules;
+    int loaded;
+};
+
+static uint64_t key_hash(const char *s)
+{
+    return dsk_xxh64(s, strlen(s));
+}
+
+static int build_table(kit *k)
+{
+    size_t size = 16;
+    while (size < (size_t)k->nkernels * 2)
+        size *= 2;
+    k->table = dsk_malloc(sizeof(slot) * size);
+    if (!k->table)
+        return -1;
+    k->table_size = size;
+    for (size_t i = 0; i < size; i++)
+        k->table[i].kernel = -1;
+    for (int i = 0; i < k->nkernels; i++) {
+        const mf_kernel *m = k->kernels[i].meta;
+        char key[192];
+        if (mf_variant_key(m->family, m->param, m->nparams, key, sizeof key))
+            return -1;
+        size_t h = (size_t)key_hash(key) & (size - 1);
+        while (k->table[h].kernel >= 0) {
+            if (!strcmp(k->table[h].key, key))
+                return dsk_err("kit has two kernels for %s", key);
+            h = (h + 1) & (size - 1);
+        }
+        strcpy(k->table[h].key, key);
+        k->table[h].kernel = i;
+    }
+    return 0;
+}
+
+int kit_open(const char *path, const char *expect_root, kit **out)
+{
+    *out = NULL;
+    if (!expect_root)
+        expect_root = getenv("DSKIT_KIT_ROOT");
+    if (expect_root && *expect_root == 0)
+        expect_root = NULL;
+    kit *k = dsk_calloc(1, sizeof *k);
+    if (!k)
+        return -1;
+    k->path = dsk_strdup(path);
+    if (!k->path || kit_archive_read_file(path, &k->entries))
+        goto fail;
+    if (kit_verify_entries(&k->entries, expect_root, NULL, &k->report))
+        goto fail;
+    if (k->report.n) {
+        char sum[160];
+        verify_summary(&k->report, sum, sizeof sum);
+        const verify_problem *p = &k->report.p[0];
+        dsk_err("kit %s is bad: %s; first: %s %s: %s (run `dskit verify %s` for the full list)", path, sum,
+                p->kind, p->entry, p->detail, path);
+        goto fail;
+    }
+    const manifest *m = &k->report.m;
+    k->nkernels = m->nkernels;
+    k->kernels = dsk_calloc((size_t)m->nkernels + 1, sizeof(kit_kernel));
+    if (!k->kernels)
+        goto fail;
+    for (int i = 0; i < m->nkernels; i++) {
+        k->kernels[i].meta = &m->kernels[i];
+        k->kernels[i].module = -1;
+        for (int b = 0; b < m->nblobs; b++)
+            if (!strcmp(m->blobs[b].hash, m->kernels[i].blob))
+                k->kernels[i].module = b;
+    }
+    if (build_table(k))
+        goto fail_ctx;
+    *out = k;
+    return 0;
+fail_ctx:
+    dsk_err_ctx("kit %s", path);
+fail:
+    kit_close(k);
+    return -1;
+}
+
+const manifest *kit_manifest(const kit *k)
+{
+    return &k->report.m;
+}
+
+const char *kit_root(const kit *k)
+{
+    return k->report.root;
+}
+
+int kit_arch_runs_on(const char *arch, int major, int minor)
+{
+    int sm;
+    char suffix;
+    if (mf_arch_parse(arch, &sm, &suffix))
+        return 0;
+    int smaj = sm / 10, smin = sm % 10;
+    if (suffix == 'a')
+        return smaj == major && smin == minor;
+    return smaj == major && minor >= smin;
+}
+
+int kit_load(kit *k, const dsk_gpu *g)
+{
+    const manifest *m = &k->report.m;
+    if (!kit_arch_runs_on(m->arch, g->cc_major, g->cc_minor))
+        return dsk_err("kit %s is for %s, but GPU %d (%s) is compute capability %d.%d: build a kit with "
+                       "`dskit-build --arch sm_%d%d`",
+                       k->path, m->arch, g->ordinal, g->name, g->cc_major, g->cc_minor, g->cc_major, g->cc_minor);
+    for (int i = 0; i < m->nkernels; i++)
+        if (!kit_arch_runs_on(m->kernels[i].target, g->cc_major, g->cc_minor))
+            return dsk_err("kit %s: kernel %s is SASS for %s, which does not run on compute capability %d.%d",
+                           k->path, m->kernels[i].symbol, m->kernels[i].target, g->cc_major, g->cc_minor);
+    k->modules = dsk_calloc((size_t)m->nblobs + 1, sizeof(CUmodule));
+    if (!k->modules)
+        return -1;
+    for (int b = 0; b < m->nblobs; b++) {
+        char path[64];
+        snprintf(path, sizeof path, "cubins/%s.cubin", m->blobs[b].hash);
+        const kit_entry *e = kit_entries_find(&k->entries, path);
+        CUresult r = cu.cuModuleLoadData(&k->modules[b], e->data);
+        if (r != CUDA_SUCCESS)
+            return dsk_cu_fail(r, "cuModuleLoadData"), dsk_err_ctx("kit %s: loading %s", k->path, path);
+        k->nmodules = b + 1;
+    }
+    for (int i = 0; i < k->nkernels; i++) {
+        kit_kernel *kk = &k->kernels[i];
+        const mf_kernel *mk = kk->meta;
+        CUresult r = cu.cuModuleGetFunction(&kk->fn, k->modules[kk->module], mk->symbol);
+        if (r == CUDA_SUCCESS)
+            r = cu.cuFuncLoad(kk->fn); /* resolve now, also under lazy loading: never during a capture */
+        if (r == CUDA_SUCCESS && mk->smem > 48 * 1024) {
+            if (mk->smem + mk->smem_static > g->smem_optin)
+                return dsk_err("kit %s: kernel %s needs %d + %d bytes of shared memory, GPU %d allows %d",
+                               k->path, mk->symbol, mk->smem, mk->smem_static, g->ordinal, g->smem_optin);
+            r = cu.cuFuncSetAttribute(kk->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, mk->smem);
+        }
+        if (r != CUDA_SUCCESS)
+            return dsk_cu_fail(r, "resolving"), dsk_err_ctx("kit %s: kernel %s", k->path, mk->symbol);
+    }
+    k->loaded = 1;
+    return 0;
+}
+
+const kit_kernel *kit_find(const kit *k, const char *family, const char *params)
+{
+    mf_param p[MANIFEST_MAX_PARAMS];
+    int n;
+    char key[192];
+    if (mf_params_parse(params, p, MANIFEST_MAX_PARAMS, &n) || mf_variant_key(family, p, n, key, sizeof key)) {
+        dsk_err_ctx("looking up kernel %s", family);
+        return NULL;
+    }
+    size_t h = (size_t)key_hash(key) & (k->table_size - 1);
+    while (k->table[h].kernel >= 0) {
+        if (!strcmp(k->table[h].key, key))
+            return &k->kernels[k->table[h].kernel];
+        h = (h + 1) & (k->table_size - 1);
+    }
+    dsk_err("kit %s has no kernel %s with %s (family %s, parameters {%s}): build a kit that covers this "
+            "model (dskit-build --for MODEL_DIR)",
+            k->path, family, params, family, params);
+    return NULL;
+}
+
+const kit_kernel *kit_findf(const kit *k, const char *family, const char *fmt, ...)
+{
+    char params[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(params, sizeof params, fmt, ap);
+    va_end(ap);
+    return kit_find(k, family, params);
+}
+
+int kit_nkernels(const kit *k)
+{
+    return k->nkernels;
+}
+
+const kit_kernel *kit_kernel_at(const kit *k, int i)
+{
+    return &k->kernels[i];
+}
+
+int kit_launch(const kit_kernel *kk, unsigned gx, unsigned gy, unsigned gz, CUstream stream, void **args,
+               int nargs)
+{
+    const mf_kernel *m = kk->meta;
+    if (nargs != m->nargs)
+        return dsk_err("launching %s: %d arguments given, the kernel takes %d", m->symbol, nargs, m->nargs);
+    if (!kk->fn)
+        return dsk_err("launching %s: the kit is not loaded", m->symbol);
+    CUresult r = cu.cuLaunchKernel(kk->fn, gx, gy, gz, (unsigned)m->block, 1, 1, (unsigned)m->smem, stream, args, NULL);
+    if (r != CUDA_SUCCESS)
+        return dsk_cu_fail(r, "cuLaunchKernel"), dsk_err_ctx("launching %s (grid %u,%u,%u)", m->symbol, gx, gy, gz);
+    return 0;
+}
+
+void kit_close(kit *k)
+{
+    if (!k)
+        return;
+    for (int i = 0; i < k->nmodules; i++)
+        if (k->modules[i])
+            cu.cuModuleUnload(k->modules[i]);
+    free(k->modules);
+    free(k->table);
+    free(k->kernels);
+    verify_report_free(&k->report);
+    kit_entries_free(&k->entries);
+    free(k->path);
+    free(k);
+}

@@ -1,0 +1,46 @@
+/* The runtime's kit: open the archive in memory, check it (every load: root, sizes, hashes), check its
+ * arch against the GPU, load its modules with the driver API, resolve every kernel, and look kernels up
+ * by (family, parameters) in O(1). Host code that launches a family names the family and its
+ * parameters, never a cubin or a file. */
+#ifndef DSK_KIT_H
+#define DSK_KIT_H
+
+#include "manifest/manifest.h"
+#include "runtime/driver/cuda_api.h"
+
+#include <stddef.h>
+
+typedef struct {
+    const mf_kernel *meta; /* family, symbol, variant parameters, launch facts */
+    CUfunction fn;         /* resolved by kit_load */
+    int module;            /* index into the kit's modules */
+} kit_kernel;
+
+typedef struct kit kit;
+
+/* Open and check a kit file. expect_root: 32 hex digits or NULL (then the DSKIT_KIT_ROOT environment
+ * variable, when set, pins it). Any integrity problem is an error naming the entry. */
+int kit_open(const char *path, const char *expect_root, kit **out);
+/* The manifest of an opened kit. */
+const manifest *kit_manifest(const kit *k);
+const char *kit_root(const kit *k);
+/* Check the kit's arch against the current context's GPU, load every module and resolve every kernel,
+ * raising the dynamic shared memory limit where a kernel needs more than 48 KiB. */
+int kit_load(kit *k, const dsk_gpu *g);
+/* Whether a kit for `arch` runs on compute capability major.minor (SASS sm_XY: same major, minor >= Y;
+ * the "a" forms only on exactly XY). */
+int kit_arch_runs_on(const char *arch, int major, int minor);
+/* O(1) lookup. params: "K=4,CB=2,M=8" in any order. A missing variant is an error that names the family
+ * and its parameters. */
+const kit_kernel *kit_find(const kit *k, const char *family, const char *params);
+const kit_kernel *kit_findf(const kit *k, const char *family, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int kit_nkernels(const kit *k);
+const kit_kernel *kit_kernel_at(const kit *k, int i);
+/* Launch with the manifest's block size and dynamic shared memory; nargs must equal the kernel's
+ * parameter count. */
+int kit_launch(const kit_kernel *kk, unsigned gx, unsigned gy, unsigned gz, CUstream stream, void **args,
+               int nargs);
+void kit_close(kit *k);
+
+#endif

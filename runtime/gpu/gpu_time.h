@@ -1,0 +1,13 @@
+/* Timing GPU work with events: a batch of launches between two events, repeated, median taken. */
+#ifndef DSK_GPU_TIME_H
+#define DSK_GPU_TIME_H
+
+#include "runtime/driver/cuda_api.h"
+
+typedef int (*gpu_launch_fn)(void *ctx);
+
+/* Median over `repeats` batches of the mean time of one call of launch() in a batch of `batch` calls,
+ * in microseconds, after one warm-up batch. Returns a negative value on failure (message set). */
+double gpu_time_us(CUstream s, int batch, int repeats, gpu_launch_fn launch, void *ctx);
+
+#endif

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Set up a fresh Debian 12 machine (with the CUDA toolkit at /usr/local/cuda) and run the main job on the
+# built-in default: build dskit, build the kit for the default architecture and verify it.
+# Usage: scripts/quickstart.sh [ARCH]   (default sm_90: H100/H200)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+arch=${1:-sm_90}
+./scripts/install-deps.sh
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build build
+build/dskit-build --arch "$arch" --out kits
+build/dskit verify "kits/dskit-$arch.tar.zst"
+build/dskit info "kits/dskit-$arch.tar.zst"

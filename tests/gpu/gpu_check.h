@@ -1,0 +1,42 @@
+/* The GPU test program's small harness: device buffers, comparisons, and one table row per check. */
+#ifndef DSK_GPU_CHECK_H
+#define DSK_GPU_CHECK_H
+
+#include "runtime/driver/kit.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    const kit *k;
+    const dsk_gpu *g;
+    CUstream s;
+    int failures;
+    int checks;
+} gpu_ctx;
+
+/* Upload host data into a new device buffer; download; free. Failures abort the program with a message
+ * (a test program, not a library). */
+CUdeviceptr dev_upload(const void *host, size_t bytes);
+CUdeviceptr dev_alloc(size_t bytes);
+void dev_download(void *host, CUdeviceptr d, size_t bytes);
+void dev_free(CUdeviceptr d);
+void dev_sync(gpu_ctx *c);
+/* Abort with the dskit error message if rc != 0. */
+void must(int rc, const char *what);
+
+/* Record one check: prints "PASS|FAIL family shape metric". */
+void check(gpu_ctx *c, int ok, const char *family, const char *shape, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* ||a - b|| / ||b|| over n floats. */
+double rel_l2(const float *a, const float *b, size_t n);
+
+/* The test families; each runs its shapes and records checks. */
+void test_stream_read(gpu_ctx *c);
+void test_rmsnorm(gpu_ctx *c);
+void test_rope(gpu_ctx *c);
+void test_rowmm(gpu_ctx *c);
+void test_topk(gpu_ctx *c);
+
+#endif

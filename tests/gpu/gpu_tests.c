@@ -1,0 +1,119 @@
+/* GPU tests: every kernel family of the kit against its CPU reference on fresh random inputs.
+ * usage: gpu_tests KIT [FAMILY...]. Prints one line per check and a summary; exit 0 all passed, 1 a check
+ * failed, 2 no GPU or the kit cannot be loaded. */
+#include "tests/gpu/gpu_check.h"
+#include "runtime/common/error.h"
+#include "runtime/common/util.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void must(int rc, const char *what)
+{
+    if (rc) {
+        fprintf(stderr, "gpu_tests: %s: %s\n", what, dsk_err_msg());
+        exit(2);
+    }
+}
+
+static void cu_must(CUresult r, const char *what)
+{
+    if (r != CUDA_SUCCESS)
+        must(dsk_cu_fail(r, what), what);
+}
+
+CUdeviceptr dev_alloc(size_t bytes)
+{
+    CUdeviceptr d;
+    cu_must(cu.cuMemAlloc(&d, bytes ? bytes : 16), "cuMemAlloc");
+    return d;
+}
+
+CUdeviceptr dev_upload(const void *host, size_t bytes)
+{
+    CUdeviceptr d = dev_alloc(bytes);
+    cu_must(cu.cuMemcpyHtoD(d, host, bytes), "cuMemcpyHtoD");
+    return d;
+}
+
+void dev_download(void *host, CUdeviceptr d, size_t bytes)
+{
+    cu_must(cu.cuMemcpyDtoH(host, d, bytes), "cuMemcpyDtoH");
+}
+
+void dev_free(CUdeviceptr d)
+{
+    cu.cuMemFree(d);
+}
+
+void dev_sync(gpu_ctx *c)
+{
+    cu_must(cu.cuStreamSynchronize(c->s), "cuStreamSynchronize");
+}
+
+double rel_l2(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - (double)b[i];
+        num += d * d;
+        den += (double)b[i] * (double)b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+void check(gpu_ctx *c, int ok, const char *family, const char *shape, const char *fmt, ...)
+{
+    char detail[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    printf("%-4s %-12s %-36s %s\n", ok ? "PASS" : "FAIL", family, shape, detail);
+    fflush(stdout);
+    c->checks++;
+    c->failures += !ok;
+}
+
+typedef struct {
+    const char *name;
+    void (*fn)(gpu_ctx *);
+} family_test;
+
+static const family_test tests[] = {
+    {"stream_read", test_stream_read}, {"rmsnorm", test_rmsnorm}, {"rope", test_rope},
+    {"rowmm_bf16", test_rowmm},         {"topk", test_topk},
+};
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: gpu_tests KIT [FAMILY...]\n");
+        return 2;
+    }
+    dsk_gpu g;
+    kit *k;
+    must(dsk_gpu_open(0, &g), "opening GPU 0");
+    double t0 = dsk_now();
+    must(kit_open(argv[1], NULL, &k), "opening the kit");
+    must(kit_load(k, &g), "loading the kit");
+    printf("GPU 0: %s (cc %d.%d, %d SMs); kit %s loaded in %.3f s (%d kernels)\n", g.name, g.cc_major, g.cc_minor,
+           g.sms, argv[1], dsk_now() - t0, kit_nkernels(k));
+    gpu_ctx c = {.k = k, .g = &g};
+    cu_must(cu.cuStreamCreate(&c.s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        int run = argc == 2;
+        for (int a = 2; a < argc; a++)
+            run |= !strcmp(argv[a], tests[i].name);
+        if (run)
+            tests[i].fn(&c);
+    }
+    printf("%d checks, %d failed\n", c.checks, c.failures);
+    cu.cuStreamDestroy(c.s);
+    kit_close(k);
+    dsk_gpu_close(&g);
+    return c.failures ? 1 : 0;
+}
