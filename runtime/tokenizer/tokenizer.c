@@ -226,24 +226,29 @@ static int trie_add(tok_trie *t, const char *s, size_t len, int32_t added)
     return 0;
 }
 
-/* Added tokens. As in Hugging Face, one whose content is already a vocab entry (or an earlier added
- * token) takes that id, whatever id the file gives it. */
-static int load_added(dsk_tokenizer *tok, const json_t *list, dsk_buf *strs)
+/* Added tokens, numbered as Hugging Face numbers them (the file's "id" fields are not used): one whose
+ * content is already a vocab entry or an earlier added token takes that id; the others take, in file
+ * order, the next id after the largest added id so far, or the vocab's entry count if that is larger. */
+static int load_added(dsk_tokenizer *tok, const json_t *list, size_t vocab_count, dsk_buf *strs)
 {
     size_t i;
     const json_t *a;
+    int64_t max_added = -1;
     json_array_foreach(list, i, a) {
         const json_t *content = json_object_get(a, "content");
         const char *s = json_string_value(content);
         size_t len = json_string_length(content);
-        if (!s || !json_is_integer(json_object_get(a, "id")))
-            return dsk_err("added_tokens[%zu] lacks content or id", i);
+        if (!s)
+            return dsk_err("added_tokens[%zu] lacks its content", i);
         if (json_is_true(json_object_get(a, "single_word")))
             return dsk_err("added token '%s': single_word=true is not supported", s);
+        if (!len)
+            continue; /* ignored by Hugging Face too */
         tok->strs = strs->data;
         int32_t id = tok_lookup(tok, s, len);
         if (id < 0) {
-            id = (int32_t)json_integer_value(json_object_get(a, "id"));
+            id = (int32_t)(max_added >= (int64_t)vocab_count || !vocab_count ? max_added + 1
+                                                                              : (int64_t)vocab_count);
             if (set_string(tok, strs, id, s, len, "added token"))
                 return -1;
             tok->strs = strs->data;
@@ -259,6 +264,8 @@ static int load_added(dsk_tokenizer *tok, const json_t *list, dsk_buf *strs)
         t->normalized = norm ? json_is_true(norm) : !t->special;
         if (t->special)
             tok->special[id] = 1;
+        if (id > max_added)
+            max_added = id;
     }
     return 0;
 }
@@ -391,15 +398,11 @@ static int load_root(dsk_tokenizer *tok, const json_t *root)
         if (json_integer_value(v) > max_id)
             max_id = json_integer_value(v);
     }
-    size_t i;
-    json_array_foreach(added, i, v) {
-        json_int_t id = json_integer_value(json_object_get(v, "id"));
-        if (id < 0 || id >= INT32_MAX / 2)
-            return dsk_err("added_tokens[%zu] has no valid id", i);
-        if (id > max_id)
-            max_id = id;
-    }
-    tok->n_ids = (int32_t)(max_id + 1);
+    /* room for every added token numbered after the vocab (trimmed once they are placed) */
+    size_t vocab_count = json_object_size(vocab);
+    if (max_id < (json_int_t)vocab_count)
+        max_id = (json_int_t)vocab_count;
+    tok->n_ids = (int32_t)(max_id + 1 + (json_int_t)json_array_size(added));
     size_t n = (size_t)tok->n_ids;
     tok->str_off = dsk_malloc(n * sizeof *tok->str_off);
     tok->str_len = dsk_calloc(n, sizeof *tok->str_len);
@@ -426,7 +429,7 @@ static int load_root(dsk_tokenizer *tok, const json_t *root)
     for (int32_t id = 0; id < tok->n_ids; id++)
         if (tok->str_off[id] != UINT32_MAX)
             map_put(tok, id);
-    if (load_added(tok, added, &strs))
+    if (load_added(tok, added, vocab_count, &strs))
         goto fail;
     tok->strs = strs.data;
     while (tok->n_ids > 0 && tok->str_off[tok->n_ids - 1] == UINT32_MAX)
