@@ -1,6 +1,7 @@
 /* dskit tokenize: text -> ids, ids -> text, or an OpenAI chat request -> prompt ids, on stdin/stdout. */
 #include "runtime/cli.h"
 #include "runtime/common/error.h"
+#include "runtime/tokenizer/chat.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 #include <errno.h>
@@ -58,7 +59,34 @@ static int parse_ids(const char *s, tok_ids *ids)
     return 0;
 }
 
-static int run(const char *path, int bos, int decode)
+/* --chat: the request's prompt ids, or with --render its text. */
+static int chat(const dsk_tokenizer *tok, const char *text, size_t len, int render)
+{
+    json_error_t jerr;
+    json_t *req = json_loadb(text, len, JSON_ALLOW_NUL, &jerr);
+    if (!req)
+        return dsk_err("the request is not JSON (line %d column %d: %s)", jerr.line, jerr.column,
+                       jerr.text);
+    int rc = -1;
+    if (render) {
+        dsml_prompt p;
+        if (!chat_render(req, &p, NULL)) {
+            rc = fwrite(p.text.data, 1, p.text.len, stdout) == p.text.len ? 0
+                                                                           : dsk_err_errno("writing stdout");
+            dsml_prompt_free(&p);
+        }
+    } else {
+        chat_prompt p;
+        if (!chat_encode(tok, req, 0, &p)) {
+            rc = print_ids(p.ids.data, p.ids.len);
+            chat_prompt_free(&p);
+        }
+    }
+    json_decref(req);
+    return rc;
+}
+
+static int run(const char *path, int bos, int decode, int chat_mode, int render)
 {
     dsk_tokenizer *tok = NULL;
     dsk_buf in = {0};
@@ -82,6 +110,9 @@ static int run(const char *path, int bos, int decode)
             rc = 2;
             goto done;
         }
+    } else if (chat_mode) {
+        if (chat(tok, in.data, in.len, render))
+            goto done;
     } else {
         if (bos) {
             if (tok_bos(tok) < 0) {
@@ -107,7 +138,7 @@ done:
 int cmd_tokenize(int argc, char **argv)
 {
     const char *path = NULL;
-    int bos = 0, decode = 0, chat = 0, render = 0;
+    int bos = 0, decode = 0, chat_mode = 0, render = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--tokenizer") && i + 1 < argc) {
             path = argv[++i];
@@ -116,7 +147,7 @@ int cmd_tokenize(int argc, char **argv)
         } else if (!strcmp(argv[i], "--decode")) {
             decode = 1;
         } else if (!strcmp(argv[i], "--chat")) {
-            chat = 1;
+            chat_mode = 1;
         } else if (!strcmp(argv[i], "--render")) {
             render = 1;
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -128,9 +159,9 @@ int cmd_tokenize(int argc, char **argv)
             return 2;
         }
     }
-    if (!path || chat || render) {
+    if (!path || decode + chat_mode > 1 || (render && !chat_mode) || (bos && (decode || chat_mode))) {
         fputs(usage_text, stderr);
         return 2;
     }
-    return run(path, bos, decode);
+    return run(path, bos, decode, chat_mode, render);
 }

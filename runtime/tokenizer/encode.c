@@ -204,7 +204,7 @@ static cache_slot *cache_find(tok_enc *e, uint64_t h, const uint8_t *s, size_t n
 
 static int cache_grow(tok_enc *e)
 {
-    size_t cap = e->slots ? 2 * (e->mask + 1) : 4096;
+    size_t cap = e->slots ? 2 * (e->mask + 1) : 256;
     cache_slot *old = e->slots;
     size_t old_cap = old ? e->mask + 1 : 0;
     e->slots = dsk_calloc(cap, sizeof *e->slots);

@@ -1,4 +1,4 @@
-/* Loading a tokenizer.json, id <-> token lookups, decoding and streaming decoding. */
+/* Loading a tokenizer.json into the tables of tok_internal.h. */
 #include "runtime/tokenizer/tok_internal.h"
 #include "runtime/tokenizer/utf8.h"
 #include "runtime/common/error.h"
@@ -226,24 +226,29 @@ static int trie_add(tok_trie *t, const char *s, size_t len, int32_t added)
     return 0;
 }
 
-/* Added tokens. As in Hugging Face, one whose content is already a vocab entry (or an earlier added
- * token) takes that id, whatever id the file gives it. */
-static int load_added(dsk_tokenizer *tok, const json_t *list, dsk_buf *strs)
+/* Added tokens, numbered as Hugging Face numbers them (the file's "id" fields are not used): one whose
+ * content is already a vocab entry or an earlier added token takes that id; the others take, in file
+ * order, the next id after the largest added id so far, or the vocab's entry count if that is larger. */
+static int load_added(dsk_tokenizer *tok, const json_t *list, size_t vocab_count, dsk_buf *strs)
 {
     size_t i;
     const json_t *a;
+    int64_t max_added = -1;
     json_array_foreach(list, i, a) {
         const json_t *content = json_object_get(a, "content");
         const char *s = json_string_value(content);
         size_t len = json_string_length(content);
-        if (!s || !json_is_integer(json_object_get(a, "id")))
-            return dsk_err("added_tokens[%zu] lacks content or id", i);
+        if (!s)
+            return dsk_err("added_tokens[%zu] lacks its content", i);
         if (json_is_true(json_object_get(a, "single_word")))
             return dsk_err("added token '%s': single_word=true is not supported", s);
+        if (!len)
+            continue; /* ignored by Hugging Face too */
         tok->strs = strs->data;
         int32_t id = tok_lookup(tok, s, len);
         if (id < 0) {
-            id = (int32_t)json_integer_value(json_object_get(a, "id"));
+            id = (int32_t)(max_added >= (int64_t)vocab_count || !vocab_count ? max_added + 1
+                                                                              : (int64_t)vocab_count);
             if (set_string(tok, strs, id, s, len, "added token"))
                 return -1;
             tok->strs = strs->data;
@@ -259,6 +264,8 @@ static int load_added(dsk_tokenizer *tok, const json_t *list, dsk_buf *strs)
         t->normalized = norm ? json_is_true(norm) : !t->special;
         if (t->special)
             tok->special[id] = 1;
+        if (id > max_added)
+            max_added = id;
     }
     return 0;
 }
@@ -391,15 +398,11 @@ static int load_root(dsk_tokenizer *tok, const json_t *root)
         if (json_integer_value(v) > max_id)
             max_id = json_integer_value(v);
     }
-    size_t i;
-    json_array_foreach(added, i, v) {
-        json_int_t id = json_integer_value(json_object_get(v, "id"));
-        if (id < 0 || id >= INT32_MAX / 2)
-            return dsk_err("added_tokens[%zu] has no valid id", i);
-        if (id > max_id)
-            max_id = id;
-    }
-    tok->n_ids = (int32_t)(max_id + 1);
+    /* room for every added token numbered after the vocab (trimmed once they are placed) */
+    size_t vocab_count = json_object_size(vocab);
+    if (max_id < (json_int_t)vocab_count)
+        max_id = (json_int_t)vocab_count;
+    tok->n_ids = (int32_t)(max_id + 1 + (json_int_t)json_array_size(added));
     size_t n = (size_t)tok->n_ids;
     tok->str_off = dsk_malloc(n * sizeof *tok->str_off);
     tok->str_len = dsk_calloc(n, sizeof *tok->str_len);
@@ -426,7 +429,7 @@ static int load_root(dsk_tokenizer *tok, const json_t *root)
     for (int32_t id = 0; id < tok->n_ids; id++)
         if (tok->str_off[id] != UINT32_MAX)
             map_put(tok, id);
-    if (load_added(tok, added, &strs))
+    if (load_added(tok, added, vocab_count, &strs))
         goto fail;
     tok->strs = strs.data;
     while (tok->n_ids > 0 && tok->str_off[tok->n_ids - 1] == UINT32_MAX)
@@ -519,152 +522,4 @@ void tok_free(dsk_tokenizer *tok)
     free(tok->byte_pair);
     free(tok->added);
     free(tok);
-}
-
-/* ---- lookups ---- */
-
-int32_t tok_id(const dsk_tokenizer *tok, const char *token_string)
-{
-    return tok_lookup(tok, token_string, strlen(token_string));
-}
-
-const char *tok_str(const dsk_tokenizer *tok, int32_t id)
-{
-    if (id < 0 || id >= tok->n_ids || tok->str_off[id] == UINT32_MAX)
-        return NULL;
-    return tok->strs + tok->str_off[id];
-}
-
-const uint8_t *tok_bytes(const dsk_tokenizer *tok, int32_t id, size_t *len)
-{
-    if (id < 0 || id >= tok->n_ids || tok->str_off[id] == UINT32_MAX)
-        return NULL;
-    *len = tok->byte_off[id + 1] - tok->byte_off[id];
-    return tok->bytes + tok->byte_off[id];
-}
-
-int tok_vocab_size(const dsk_tokenizer *tok)
-{
-    return tok->n_ids;
-}
-
-int tok_is_special(const dsk_tokenizer *tok, int32_t id)
-{
-    return id >= 0 && id < tok->n_ids && tok->special[id];
-}
-
-int32_t tok_bos(const dsk_tokenizer *tok)
-{
-    return tok->bos;
-}
-
-int32_t tok_eos(const dsk_tokenizer *tok)
-{
-    return tok->eos;
-}
-
-/* ---- decoding ---- */
-
-int tok_decode(const dsk_tokenizer *tok, const int32_t *ids, size_t n, char **text, size_t *len)
-{
-    dsk_buf out = {0};
-    *text = NULL;
-    *len = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t l;
-        const uint8_t *b = tok_bytes(tok, ids[i], &l);
-        if (!b) {
-            dsk_buf_free(&out);
-            return dsk_err("token id %d (at %zu) is not in the vocabulary (size %d)", ids[i], i,
-                           tok->n_ids);
-        }
-        if (dsk_buf_append(&out, b, l)) {
-            dsk_buf_free(&out);
-            return -1;
-        }
-    }
-    if (dsk_buf_append(&out, "", 1)) {
-        dsk_buf_free(&out);
-        return -1;
-    }
-    *text = out.data;
-    *len = out.len - 1;
-    return 0;
-}
-
-void tok_stream_init(tok_stream *st, const dsk_tokenizer *tok)
-{
-    st->tok = tok;
-    st->npending = 0;
-}
-
-static const char replacement[] = "\xEF\xBF\xBD"; /* U+FFFD */
-
-/* Emit the complete characters of pending + b[0..n) and keep an incomplete tail pending. */
-static int stream_bytes(tok_stream *st, const uint8_t *b, size_t n, dsk_buf *out)
-{
-    /* finish the pending character first, one byte at a time */
-    while (st->npending && n) {
-        st->pending[st->npending++] = *b++;
-        n--;
-        size_t l;
-        int r = utf8_next(st->pending, (size_t)st->npending, &l);
-        if (r == UTF8_SHORT)
-            continue;
-        if (r == UTF8_OK) {
-            if (dsk_buf_append(out, st->pending, l))
-                return -1;
-            st->npending = 0;
-            break;
-        }
-        /* ill-formed: the maximal subpart becomes U+FFFD; what follows it is looked at again */
-        if (dsk_buf_append(out, replacement, 3))
-            return -1;
-        int rest = st->npending - (int)l;
-        uint8_t tail[4];
-        memcpy(tail, st->pending + l, (size_t)rest);
-        st->npending = 0;
-        if (rest && stream_bytes(st, tail, (size_t)rest, out))
-            return -1;
-    }
-    size_t i = 0, start = 0, l;
-    while (i < n) {
-        if (b[i] < 0x80) {
-            i++;
-            continue;
-        }
-        int r = utf8_next(b + i, n - i, &l);
-        if (r == UTF8_OK) {
-            i += l;
-            continue;
-        }
-        if (dsk_buf_append(out, b + start, i - start))
-            return -1;
-        if (r == UTF8_SHORT) {
-            memcpy(st->pending, b + i, l);
-            st->npending = (int)l;
-            return 0;
-        }
-        if (dsk_buf_append(out, replacement, 3))
-            return -1;
-        i += l;
-        start = i;
-    }
-    return dsk_buf_append(out, b + start, n - start);
-}
-
-int tok_stream_push(tok_stream *st, int32_t id, dsk_buf *out)
-{
-    size_t l;
-    const uint8_t *b = tok_bytes(st->tok, id, &l);
-    if (!b)
-        return dsk_err("token id %d is not in the vocabulary (size %d)", id, st->tok->n_ids);
-    return stream_bytes(st, b, l, out);
-}
-
-int tok_stream_flush(tok_stream *st, dsk_buf *out)
-{
-    int had = st->npending;
-    st->npending = 0;
-    return had ? dsk_buf_append(out, replacement, 3) : 0;
 }

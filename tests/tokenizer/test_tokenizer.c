@@ -10,6 +10,7 @@
 #include "tests/common/test_util.h"
 
 #include <jansson.h>
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
 
@@ -448,6 +449,102 @@ static void test_unsupported_features(void **state)
     expect_load_error("model/merges/0", "\"a b c\"", "merges[0]");
 }
 
+/* Added tokens are numbered as Hugging Face numbers them, not by the file's id fields: the file ids
+ * below are 900, 5, 950, 3; tokenizers 0.23 gives 703 (after the 703 vocab entries), 187 (the vocab's
+ * own "ÿ"), 704, 705. */
+static void test_added_token_ids(void **state)
+{
+    (void)state;
+    char *text;
+    size_t len;
+    assert_ok(dsk_read_file(source_path("tests/tokenizer/data/synthetic-tokenizer.json"), &text, &len));
+    json_t *root = json_loadb(text, len, 0, NULL);
+    free(text);
+    assert_non_null(root);
+    json_t *added = json_array();
+    static const struct {
+        int id;
+        const char *content;
+        int special;
+    } list[] = {{900, "<x>", 1}, {5, "ÿ", 1}, {950, "<y>", 1}, {3, "<z>", 0}};
+    for (int i = 0; i < 4; i++)
+        json_array_append_new(added, json_pack("{s:i, s:s, s:b, s:b, s:b, s:b, s:b}", "id", list[i].id,
+                                               "content", list[i].content, "single_word", 0, "lstrip", 0,
+                                               "rstrip", 0, "normalized", 0, "special", list[i].special));
+    json_object_set_new(root, "added_tokens", added);
+    char *changed = json_dumps(root, 0);
+    json_decref(root);
+    dsk_tokenizer *tok;
+    assert_ok(tok_load_json(changed, strlen(changed), &tok));
+    free(changed);
+    int32_t *ids;
+    size_t n;
+    assert_ok(tok_encode(tok, "<x>ÿ<y><z>", strlen("<x>ÿ<y><z>"), 0, &ids, &n));
+    assert_int_equal(n, 4);
+    assert_int_equal(ids[0], 703);
+    assert_int_equal(ids[1], 187);
+    assert_int_equal(ids[2], 704);
+    assert_int_equal(ids[3], 705);
+    assert_int_equal(tok_vocab_size(tok), 706);
+    free(ids);
+    tok_free(tok);
+}
+
+/* Several threads encoding and decoding with one tokenizer get what one thread gets. */
+typedef struct {
+    const corpus *c;
+    const tok_ids *want; /* [c->n] */
+    int ok;
+} thread_job;
+
+static void *encode_all(void *arg)
+{
+    thread_job *j = arg;
+    j->ok = 1;
+    for (int rep = 0; rep < 3; rep++)
+        for (size_t k = 0; k < j->c->n; k++) {
+            tok_ids ids = {0};
+            char *back;
+            size_t len;
+            if (tok_encode_append(real_tok, j->c->text[k], j->c->len[k], TOK_SPECIAL, &ids) ||
+                ids.len != j->want[k].len ||
+                memcmp(ids.data, j->want[k].data, ids.len * sizeof *ids.data) ||
+                tok_decode(real_tok, ids.data, ids.len, &back, &len) || len != j->c->len[k])
+                j->ok = 0;
+            else
+                free(back);
+            tok_ids_free(&ids);
+        }
+    return NULL;
+}
+
+static void test_threads(void **state)
+{
+    (void)state;
+    corpus *c = malloc(sizeof *c);
+    assert_non_null(c);
+    read_corpus("random.txt", c);
+    tok_ids *want = calloc(c->n, sizeof *want);
+    assert_non_null(want);
+    for (size_t k = 0; k < c->n; k++)
+        assert_ok(tok_encode_append(real_tok, c->text[k], c->len[k], TOK_SPECIAL, &want[k]));
+    pthread_t th[4];
+    thread_job jobs[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (thread_job){c, want, 0};
+        assert_int_equal(pthread_create(&th[i], NULL, encode_all, &jobs[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        assert_true(jobs[i].ok);
+    }
+    for (size_t k = 0; k < c->n; k++)
+        tok_ids_free(&want[k]);
+    free(want);
+    free(c->data);
+    free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -459,6 +556,8 @@ int main(void)
         cmocka_unit_test(test_stream_decode),
         cmocka_unit_test(test_unicode_classes),
         cmocka_unit_test(test_unsupported_features),
+        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_added_token_ids),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
