@@ -5,6 +5,7 @@
 
 #include "runtime/common/rng.h"
 #include "runtime/model/generate.h"
+#include "runtime/model/sampling.h"
 
 #include <math.h>
 #include <string.h>
@@ -194,6 +195,43 @@ static void test_drafted_equals_serial(void **state)
     free(prompt);
 }
 
+static int32_t argmax_sampler(const float *logits, int vocab, int64_t pos, void *ctx)
+{
+    (void)pos;
+    (void)ctx;
+    return sample_token(logits, vocab, 0.0f, 0, 0);
+}
+
+/* The drafter's rings fed one-shot or position by position give the same drafts and confidences. */
+static void test_draft_modes(void **state)
+{
+    (void)state;
+    const model_config *c = &M->cfg;
+    int n = 12 + (int)dsk_rng_below(&R, 12), tw = c->n_dspark_targets * c->dim, B = c->dspark_block_size;
+    int32_t *tok = random_tokens(n + 1), d[2][8];
+    float conf[2][8];
+    uint16_t *taps = malloc(sizeof(uint16_t) * (size_t)n * tw);
+    for (int k = 0; k < 2; k++) {
+        model_state *s;
+        assert_ok(model_state_new(M, 4096, &s));
+        for (int i = 0; i < n;) {
+            int step = k ? 1 : n;
+            assert_ok(model_forward(M, s, tok + i, step, step, NULL, taps));
+            s->len += step;
+            assert_ok(model_draft_feed(M, s, taps, step));
+            i += step;
+        }
+        assert_ok(model_draft(M, s, tok[n], argmax_sampler, NULL, d[k], conf[k]));
+        for (int i = 0; i < B; i++)
+            assert_true(isfinite(conf[k][i]) && d[k][i] >= 0 && d[k][i] < c->vocab_size);
+        model_state_free(s);
+    }
+    assert_memory_equal(d[0], d[1], sizeof(int32_t) * B);
+    assert_memory_equal(conf[0], conf[1], sizeof(float) * B);
+    free(taps);
+    free(tok);
+}
+
 /* The context limit is a clear refusal that leaves the state untouched. */
 static void test_context_limit(void **state)
 {
@@ -218,6 +256,7 @@ int main(void)
         cmocka_unit_test(test_long_context),
         cmocka_unit_test(test_verify_rollback),
         cmocka_unit_test(test_drafted_equals_serial),
+        cmocka_unit_test(test_draft_modes),
         cmocka_unit_test(test_context_limit),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
