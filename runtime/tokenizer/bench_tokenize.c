@@ -202,9 +202,11 @@ int bench_tokenize(int argc, char **argv)
         } else if (!strcmp(argv[i], "--input") && i + 1 < argc) {
             input = argv[++i];
         } else {
-            fprintf(stderr, "usage: dskit bench tokenize [--tokenizer FILE] [--input TEXT_FILE]\n"
-                            "  default tokenizer: %s (run from the repository root)\n", path);
-            return 2;
+            int help = !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
+            fprintf(help ? stdout : stderr,
+                    "usage: dskit bench tokenize [--tokenizer FILE] [--input TEXT_FILE]\n"
+                    "  default tokenizer: %s (run from the repository root)\n", path);
+            return help ? 0 : 2;
         }
     }
     if (run(path, input)) {
