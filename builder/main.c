@@ -4,6 +4,7 @@
 #include "builder/spec.h"
 #include "manifest/archive.h"
 #include "manifest/manifest.h"
+#include "manifest/needs.h"
 #include "runtime/common/error.h"
 #include "runtime/common/util.h"
 #include "verify/verify.h"
@@ -258,10 +259,11 @@ out:
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: dskit-build --arch sm_90[,sm_121,...] [--out DIR] [--list] [-j N]\n"
+    fprintf(f, "usage: dskit-build --arch sm_90[,sm_121,...] [--out DIR] [--for MODEL_DIR] [--list] [-j N]\n"
                "                   [--src KIT_DIR] [--cache DIR | --no-cache]\n"
                "  --arch    GPU architectures: sm_90 (H100/H200), sm_100, sm_120, sm_121 (GB10), and their 'a' forms\n"
                "  --out     folder for dskit-<arch>.tar.zst (default kit/cubins)\n"
+               "  --for     build only the variants the model in MODEL_DIR (its config.json) needs\n"
                "  --list    print every variant that would be built, build nothing\n"
                "  -j N      parallel compiles (default: the number of cores)\n"
                "  --src     the kit folder holding variants.json and src/ (default %s/kit)\n"
@@ -272,7 +274,7 @@ static void usage(FILE *f)
 typedef struct {
     char *archs[16];
     int narchs;
-    const char *out_dir, *kit_dir, *cache_arg;
+    const char *out_dir, *kit_dir, *cache_arg, *for_model;
     int list, njobs, no_cache;
 } build_opts;
 
@@ -337,6 +339,44 @@ static int compile_all(build_state *b, int njobs)
     return failed;
 }
 
+/* Keep only the variants a model needs (dskit-build --for); a need the spec cannot produce is an error. */
+static int keep_needed(const char *model_dir, build_state *b)
+{
+    model_config cfg;
+    need_list needs;
+    if (model_config_load(model_dir, &cfg) || needs_for_model(&cfg, NULL, &needs))
+        return dsk_err_ctx("--for %s", model_dir);
+    int kept = 0, rc = 0;
+    char *keep = dsk_calloc((size_t)b->nvars + 1, 1);
+    if (!keep) {
+        need_list_free(&needs);
+        return -1;
+    }
+    for (int i = 0; i < needs.n && !rc; i++) {
+        int found = 0;
+        for (int v = 0; v < b->nvars; v++)
+            if (need_matches_params(&needs.v[i], b->vars[v].fam->family, b->vars[v].param, b->vars[v].nparams)) {
+                keep[v] = 1;
+                found = 1;
+            }
+        if (!found) {
+            char d[160];
+            need_describe(&needs.v[i], d, sizeof d);
+            rc = dsk_err("model %s needs %s (%s), which kit/variants.json does not declare", model_dir, d,
+                         needs.v[i].why);
+        }
+    }
+    for (int v = 0; v < b->nvars; v++)
+        if (keep[v])
+            b->vars[kept++] = b->vars[v];
+    if (!rc)
+        fprintf(stderr, "%s needs %d of the spec's %d variants\n", model_dir, kept, b->nvars);
+    b->nvars = kept;
+    free(keep);
+    need_list_free(&needs);
+    return rc;
+}
+
 /* Returns the exit status: 0 built, 1 a variant failed or the kit could not be packed, 2 bad input. */
 static int build(const build_opts *o, build_state *b)
 {
@@ -351,6 +391,8 @@ static int build(const build_opts *o, build_state *b)
     snprintf(cuda_inc, sizeof cuda_inc, "%s/include", DSKIT_CUDA_ROOT);
 
     if (spec_load(spec_path, &b->spec) || spec_expand(&b->spec, &b->vars, &b->nvars))
+        return 2;
+    if (o->for_model && keep_needed(o->for_model, b))
         return 2;
     if (o->list) {
         for (int i = 0; i < b->nvars; i++)
@@ -431,6 +473,8 @@ int main(int argc, char **argv)
             o.kit_dir = argv[++i];
         else if (!strcmp(a, "--cache") && i + 1 < argc)
             o.cache_arg = argv[++i];
+        else if (!strcmp(a, "--for") && i + 1 < argc)
+            o.for_model = argv[++i];
         else if (!strcmp(a, "--no-cache"))
             o.no_cache = 1;
         else if (!strcmp(a, "--list"))

@@ -20,10 +20,13 @@ typedef struct {
 } command;
 
 static const command commands[] = {
-    {"verify", cmd_verify, "verify KIT [--json] [--kit-root HEX] [--device]: check a kit"},
+    {"verify", cmd_verify, "verify KIT [--json] [--kit-root HEX] [--needs MODEL_DIR] [--device]: check a kit"},
     {"info", cmd_info, "info KIT: the kit's arch, toolchain, source and kernel families"},
     {"bench", cmd_bench, "bench WHAT [...]: run a benchmark and print a table (dskit bench --help)"},
     {"version", cmd_version, "version: print dskit's version"},
+    {"mkmodel", cmd_mkmodel, "mkmodel --preset P --out DIR: write a synthetic checkpoint (dskit mkmodel --help)"},
+    {"tokenize", cmd_tokenize, "text <-> token ids, chat requests -> prompt ids (stdin)"},
+    {"run", cmd_run, "run --backend cpu --model DIR --prompt TEXT: generate with the CPU model"},
 };
 
 static void usage(FILE *f)

@@ -1,5 +1,6 @@
 /* `dskit verify` and `dskit info`. */
 #include "manifest/archive.h"
+#include "manifest/needs.h"
 #include "runtime/cli.h"
 #include "runtime/common/error.h"
 #include "runtime/common/util.h"
@@ -87,6 +88,29 @@ static void print_report(const char *path, const verify_report *r, int json, dou
     }
 }
 
+/* Every variant the model in model_dir needs must be in the kit: one NEEDS line per absent one. */
+static int needs_check(const char *model_dir, verify_report *r)
+{
+    model_config cfg;
+    need_list needs;
+    if (model_config_load(model_dir, &cfg) || needs_for_model(&cfg, NULL, &needs))
+        return dsk_err_ctx("--needs %s", model_dir);
+    int rc = 0;
+    for (int i = 0; i < needs.n && !rc; i++) {
+        int found = 0;
+        for (int k = 0; k < r->m.nkernels && !found; k++)
+            found = need_matches(&needs.v[i], &r->m.kernels[k]);
+        if (!found) {
+            char d[160];
+            need_describe(&needs.v[i], d, sizeof d);
+            rc = verify_add(r, "NEEDS", d, "the model in %s needs it (%s); the kit lacks it", model_dir,
+                            needs.v[i].why);
+        }
+    }
+    need_list_free(&needs);
+    return rc;
+}
+
 static int device_check(const char *path, const char *root, verify_report *r, double *secs)
 {
     dsk_gpu g;
@@ -107,7 +131,7 @@ static int device_check(const char *path, const char *root, verify_report *r, do
 
 int cmd_verify(int argc, char **argv)
 {
-    const char *path = NULL, *root = NULL;
+    const char *path = NULL, *root = NULL, *needs_dir = NULL;
     int json = 0, device = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
@@ -116,14 +140,16 @@ int cmd_verify(int argc, char **argv)
             device = 1;
         else if (!strcmp(argv[i], "--kit-root") && i + 1 < argc)
             root = argv[++i];
+        else if (!strcmp(argv[i], "--needs") && i + 1 < argc)
+            needs_dir = argv[++i];
         else if (argv[i][0] == '-' || path) {
-            fprintf(stderr, "usage: dskit verify KIT [--json] [--kit-root HEX] [--device]\n");
+            fprintf(stderr, "usage: dskit verify KIT [--json] [--kit-root HEX] [--needs MODEL_DIR] [--device]\n");
             return 2;
         } else
             path = argv[i];
     }
     if (!path) {
-        fprintf(stderr, "usage: dskit verify KIT [--json] [--kit-root HEX] [--device]\n");
+        fprintf(stderr, "usage: dskit verify KIT [--json] [--kit-root HEX] [--needs MODEL_DIR] [--device]\n");
         return 2;
     }
     if (!root)
@@ -160,6 +186,11 @@ int cmd_verify(int argc, char **argv)
     int rc = kit_verify_entries(&a, root, arch[0] ? arch : NULL, &r);
     kit_entries_free(&a);
     if (rc) {
+        fprintf(stderr, "dskit verify: %s\n", dsk_err_msg());
+        verify_report_free(&r);
+        return 2;
+    }
+    if (needs_dir && r.manifest_ok && needs_check(needs_dir, &r)) {
         fprintf(stderr, "dskit verify: %s\n", dsk_err_msg());
         verify_report_free(&r);
         return 2;

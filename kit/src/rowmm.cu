@@ -1,46 +1,66 @@
-// Row matmul for 1..M rows: y[r][n] = sum_k x[r][k] * w[n][k], bf16 in, fp32 out (router 5120->384,
-// indexer weights 5120->32). One warp per output column; lane l owns the 16-byte chunks l, l+32, ...
-// of K, accumulates them in order and the warp sums with a fixed butterfly. Every row runs the same
-// sequence, so row r's bits do not depend on how many rows share the launch (row-invariant).
+// Row matmul for up to 16 rows on tensor cores: y[r][n] = sum_k x[r][k] * w[n][k], bf16 in, fp32 out
+// (router 5120->384, indexer weights 5120->32). A block owns 8 output columns; its KSPLIT warps split
+// K into fixed ranges, each runs mma.m16n8k16 (bf16, fp32 accumulate) over its range, and warp 0 adds
+// the partial tiles in warp order. Rows only decide which A registers are loaded (the rest are zero),
+// never the order of any sum, so a row's bits do not depend on the other rows (row-invariant).
+// Lane (g = lane/4, q = lane%4) loads 16 contiguous bytes of a 32-wide K block for A rows g, g+8 and
+// B column g: the same permutation of K on both operands, so the products are the true ones.
 #include "dskit_kernel.cuh"
 
-#define WARPS 4
+#define KSPLIT 8
 
-DSK_KERNEL void __launch_bounds__(WARPS * 32) DSK_SYMBOL(const u16 *__restrict__ x, const u16 *__restrict__ w,
-                                                         float *__restrict__ y, int rows, int K, int N)
+__device__ __forceinline__ void mma_bf16(float c[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1)
 {
-    int lane = threadIdx.x & 31;
-    int n = blockIdx.x * WARPS + (threadIdx.x >> 5);
-    if (n >= N)
-        return;
-    const uint4 *wn = (const uint4 *)(w + (i64)n * K);
-    int nchunk = K / 8;
-    float acc[P_M];
-#pragma unroll
-    for (int r = 0; r < P_M; r++)
-        acc[r] = 0.0f;
-    for (int c = lane; c < nchunk; c += 32) {
-        uint4 wv = __ldcs(wn + c);
-        u32 wq[4] = {wv.x, wv.y, wv.z, wv.w};
-#pragma unroll
-        for (int r = 0; r < P_M; r++) {
-            if (r < rows) {
-                uint4 xv = __ldg((const uint4 *)(x + (i64)r * K) + c);
-                u32 xq[4] = {xv.x, xv.y, xv.z, xv.w};
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    acc[r] = fmaf(__uint_as_float(xq[j] << 16), __uint_as_float(wq[j] << 16), acc[r]);
-                    acc[r] = fmaf(__uint_as_float(xq[j] & 0xffff0000u), __uint_as_float(wq[j] & 0xffff0000u), acc[r]);
-                }
-            }
-        }
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+DSK_KERNEL void __launch_bounds__(KSPLIT * 32) DSK_SYMBOL(const u16 *__restrict__ x, const u16 *__restrict__ w,
+                                                          float *__restrict__ y, int rows, int K, int N)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, q = lane & 3;
+    const int n0 = blockIdx.x * 8;
+    const int nblk = K / 32, per = (nblk + KSPLIT - 1) / KSPLIT;
+    const int b0 = warp * per, b1 = min(nblk, b0 + per);
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    const uint4 *wp = n0 + g < N ? (const uint4 *)(w + (i64)(n0 + g) * K) + q : nullptr;
+    const uint4 *xa = g < rows && g < P_M ? (const uint4 *)(x + (i64)g * K) + q : nullptr;
+    const uint4 *xb = g + 8 < rows && g + 8 < P_M ? (const uint4 *)(x + (i64)(g + 8) * K) + q : nullptr;
+    float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 4
+    for (int b = b0; b < b1; b++) {
+        uint4 wv = wp ? __ldcs(wp + 4 * b) : zero;
+        uint4 av = xa ? __ldg(xa + 4 * b) : zero;
+        uint4 bv = xb ? __ldg(xb + 4 * b) : zero;
+        mma_bf16(c, av.x, bv.x, av.y, bv.y, wv.x, wv.y);
+        mma_bf16(c, av.z, bv.z, av.w, bv.w, wv.z, wv.w);
     }
+    __shared__ float part[KSPLIT][4][32];
 #pragma unroll
-    for (int r = 0; r < P_M; r++) {
-        if (r < rows) {
-            float s = warp_sum(acc[r]);
-            if (lane == 0)
-                y[(i64)r * N + n] = s;
-        }
+    for (int i = 0; i < 4; i++)
+        part[warp][i][lane] = c[i];
+    __syncthreads();
+    if (warp != 0)
+        return;
+    float sum[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        sum[i] = part[0][i][lane];
+        for (int v = 1; v < KSPLIT; v++)
+            sum[i] += part[v][i][lane];
+    }
+    const int col = n0 + 2 * q;
+#pragma unroll
+    for (int h = 0; h < 2; h++) { /* h = 0: row g (c0, c1); h = 1: row g + 8 (c2, c3) */
+        int r = g + 8 * h;
+        if (r >= rows || r >= P_M)
+            continue;
+        if (col < N)
+            y[(i64)r * N + col] = sum[2 * h];
+        if (col + 1 < N)
+            y[(i64)r * N + col + 1] = sum[2 * h + 1];
     }
 }

@@ -3,24 +3,10 @@
 // the k-th largest key exactly; an ordered pass over tiles (block scans) then writes the chosen indices
 // in ascending index order, with their unbiased scores. Router: k <= 16 of N <= 1024 (with bias);
 // indexer: k = 512 of N up to 1,048,576; candidate blocks: k = 2048.
-#include "dskit_kernel.cuh"
+#include "topk_common.cuh"
 
-#define V 4 // consecutive elements per thread in the ordered pass
-
-__device__ __forceinline__ u32 order_key(float f)
-{
-    if (f != f)
-        return 0u;
-    if (f == 0.0f)
-        f = 0.0f;
-    u32 u = __float_as_uint(f);
-    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
-__device__ __forceinline__ float key_source(const float *s, const float *bias, i64 i)
-{
-    return bias ? s[i] + bias[i] : s[i];
-}
+#define V 4               // consecutive elements per thread in the ordered pass
+#define WARPS (P_T / 32)  // one private histogram per warp: no contention between warps
 
 // Exclusive prefix sum over the block; *total gets the block's sum. sh holds 33 ints.
 __device__ int block_excl_scan(int v, int *total, int *sh)
@@ -64,33 +50,67 @@ DSK_KERNEL void __launch_bounds__(P_T) DSK_SYMBOL(const float *__restrict__ scor
     const float *s = scores + (i64)blockIdx.x * ld;
     out_idx += (i64)blockIdx.x * k;
     out_val += (i64)blockIdx.x * k;
-    __shared__ int hist[256];
+    __shared__ int hist[WARPS][256];
     __shared__ int sh[33];
     __shared__ u32 s_prefix;
     __shared__ int s_need;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 
     // the need-th largest key among those matching prefix on the bits of mask
     u32 prefix = 0, mask = 0;
     int need = k;
     for (int shift = 24; shift >= 0; shift -= 8) {
-        for (int i = threadIdx.x; i < 256; i += P_T)
-            hist[i] = 0;
+        for (int i = threadIdx.x; i < WARPS * 256; i += P_T)
+            (&hist[0][0])[i] = 0;
         __syncthreads();
-        for (int i = threadIdx.x; i < N; i += P_T) {
-            u32 key = order_key(key_source(s, bias, i));
-            if ((key & mask) == prefix)
-                atomicAdd(&hist[(key >> shift) & 255], 1);
+        for (i64 i0 = 0; i0 < N; i0 += P_T) {
+            i64 i = i0 + threadIdx.x;
+            int digit = -1;
+            if (i < N) {
+                u32 key = topk_order_key(topk_source(s, bias, i));
+                if ((key & mask) == prefix)
+                    digit = (int)((key >> shift) & 255);
+            }
+            // lanes with the same digit add once, through their lowest lane
+            u32 same = __match_any_sync(0xffffffffu, digit);
+            if (digit >= 0 && lane == __ffs(same) - 1)
+                hist[warp][digit] += __popc(same);
         }
         __syncthreads();
-        if (threadIdx.x == 0) {
-            int above = 0, d = 255;
-            for (; d > 0; d--) {
-                if (above + hist[d] >= need)
-                    break;
-                above += hist[d];
+        // digit totals, then warp 0 finds the digit holding the need-th largest (digits 255 down to 0)
+        for (int d = threadIdx.x; d < 256; d += P_T) {
+            int t = 0;
+            for (int w = 0; w < WARPS; w++)
+                t += hist[w][d];
+            hist[0][d] = t;
+        }
+        __syncthreads();
+        if (warp == 0) {
+            int cnt[8], lane_sum = 0;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                cnt[j] = hist[0][255 - 8 * lane - j];
+                lane_sum += cnt[j];
             }
-            s_prefix = prefix | ((u32)d << shift);
-            s_need = need - above;
+            int incl = lane_sum; // inclusive scan from the top digit down
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                int t = __shfl_up_sync(0xffffffffu, incl, o);
+                if (lane >= o)
+                    incl += t;
+            }
+            int before = incl - lane_sum;
+            u32 hit = __ballot_sync(0xffffffffu, before < need && incl >= need);
+            if (lane == __ffs(hit) - 1) {
+                int above = before, j = 0;
+                for (; j < 7; j++) {
+                    if (above + cnt[j] >= need)
+                        break;
+                    above += cnt[j];
+                }
+                s_prefix = prefix | ((u32)(255 - 8 * lane - j) << shift);
+                s_need = need - above;
+            }
         }
         __syncthreads();
         prefix = s_prefix;
@@ -107,7 +127,7 @@ DSK_KERNEL void __launch_bounds__(P_T) DSK_SYMBOL(const float *__restrict__ scor
 #pragma unroll
         for (int j = 0; j < V; j++) {
             i64 i = t0 + (i64)threadIdx.x * V + j;
-            key[j] = i < N ? order_key(key_source(s, bias, i)) : 0u;
+            key[j] = i < N ? topk_order_key(topk_source(s, bias, i)) : 0u;
             if (i < N) {
                 gt += key[j] > thr;
                 eq += key[j] == thr;

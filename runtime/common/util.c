@@ -165,7 +165,8 @@ int dsk_buf_append(dsk_buf *b, const void *data, size_t n)
         b->data = d;
         b->cap = cap;
     }
-    memcpy(b->data + b->len, data, n);
+    if (n) /* data may be NULL when n is 0 */
+        memcpy(b->data + b->len, data, n);
     b->len += n;
     b->data[b->len] = 0;
     return 0;

@@ -1,15 +1,6 @@
 #include "runtime/gpu/ops.h"
 #include "runtime/common/error.h"
-
-int op_rmsnorm_threads(int width)
-{
-    return width <= 256 ? 32 : width <= 1280 ? 128 : 256;
-}
-
-int op_topk_threads(int N)
-{
-    return N <= 4096 ? 256 : 1024;
-}
+#include "runtime/gpu/variant_rules.h"
 
 int op_rmsnorm(const kit *k, CUstream s, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, int rows, int width, float eps)
 {
@@ -17,7 +8,7 @@ int op_rmsnorm(const kit *k, CUstream s, CUdeviceptr x, CUdeviceptr w, CUdevicep
         return dsk_err("rmsnorm: width %d must be a multiple of 8 in [8, 65536]", width);
     if (rows == 0)
         return 0;
-    const kit_kernel *kk = kit_findf(k, "rmsnorm", "T=%d", op_rmsnorm_threads(width));
+    const kit_kernel *kk = kit_findf(k, "rmsnorm", "T=%d", rule_rmsnorm_threads(width));
     if (!kk)
         return -1;
     void *args[] = {&x, &w, &y, &rows, &width, &eps};
@@ -41,17 +32,16 @@ int op_rope(const kit *k, CUstream s, CUdeviceptr x, CUdeviceptr pos, CUdevicept
 
 int op_rowmm_bf16(const kit *k, CUstream s, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, int rows, int K, int N)
 {
-    if (K % 8 || K <= 0 || N <= 0)
-        return dsk_err("rowmm_bf16: K %d must be a positive multiple of 8, N %d positive", K, N);
+    if (K % 32 || K <= 0 || N <= 0)
+        return dsk_err("rowmm_bf16: K %d must be a positive multiple of 32, N %d positive", K, N);
     for (int r0 = 0; r0 < rows; r0 += 16) {
         int r = rows - r0 < 16 ? rows - r0 : 16;
-        int m = r <= 1 ? 1 : r <= 2 ? 2 : r <= 4 ? 4 : r <= 8 ? 8 : 16;
-        const kit_kernel *kk = kit_findf(k, "rowmm_bf16", "M=%d", m);
+        const kit_kernel *kk = kit_findf(k, "rowmm_bf16", "M=%d", rule_rowmm_bucket(r));
         if (!kk)
             return -1;
         CUdeviceptr xs = x + (CUdeviceptr)r0 * (CUdeviceptr)K * 2, ys = y + (CUdeviceptr)r0 * (CUdeviceptr)N * 4;
         void *args[] = {&xs, &w, &ys, &r, &K, &N};
-        if (kit_launch(kk, (unsigned)((N + 3) / 4), 1, 1, s, args, 6))
+        if (kit_launch(kk, (unsigned)((N + 7) / 8), 1, 1, s, args, 6))
             return -1;
     }
     return 0;
@@ -64,7 +54,15 @@ int op_topk(const kit *k, CUstream s, CUdeviceptr scores, CUdeviceptr bias, int 
         return dsk_err("topk: need 1 <= k (%d) <= N (%d) <= ld (%lld)", kk_, N, (long long)ld);
     if (rows == 0)
         return 0;
-    const kit_kernel *kk = kit_findf(k, "topk", "T=%d", op_topk_threads(N));
+    int npl = rule_topk_small_npl(N, kk_);
+    if (npl) {
+        const kit_kernel *kk = kit_findf(k, "topk_small", "NPL=%d", npl);
+        if (!kk)
+            return -1;
+        void *args[] = {&scores, &bias, &N, &kk_, &ld, &rows, &idx, &val};
+        return kit_launch(kk, (unsigned)((rows + 3) / 4), 1, 1, s, args, 8);
+    }
+    const kit_kernel *kk = kit_findf(k, "topk", "T=%d", rule_topk_threads(N));
     if (!kk)
         return -1;
     void *args[] = {&scores, &bias, &N, &kk_, &ld, &idx, &val};

@@ -13,7 +13,7 @@ int op_rmsnorm(const kit *k, CUstream s, CUdeviceptr x, CUdeviceptr w, CUdevicep
  * table row pos[r] (float2 cos/sin per pair); inverse rotates by the conjugate. */
 int op_rope(const kit *k, CUstream s, CUdeviceptr x, CUdeviceptr pos, CUdeviceptr table, int rows, int heads,
             int head_dim, int rope_dim, int inverse);
-/* y[rows, N] fp32 = x[rows, K] . w[N, K]^T, bf16 inputs; K % 8 == 0; any rows (chunks of 16). */
+/* y[rows, N] fp32 = x[rows, K] . w[N, K]^T, bf16 inputs; K % 32 == 0; any rows (chunks of 16). */
 int op_rowmm_bf16(const kit *k, CUstream s, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, int rows, int K, int N);
 /* Per row: top-kk of scores[row * ld + i] (+ bias[i] when bias != 0), ties to the lower index; writes
  * idx[rows, kk] (ascending) and val[rows, kk] (unbiased scores). 1 <= kk <= N. */
@@ -22,8 +22,6 @@ int op_topk(const kit *k, CUstream s, CUdeviceptr scores, CUdeviceptr bias, int 
 /* Read `bytes` (a multiple of 16) from src with `blocks` blocks; one u32 per block to out. */
 int op_stream_read(const kit *k, CUstream s, CUdeviceptr src, uint64_t bytes, CUdeviceptr out, int blocks);
 
-/* The variant parameter each launcher picks (shared with `needs`). */
-int op_rmsnorm_threads(int width);
-int op_topk_threads(int N);
+/* The variant each launcher picks is decided by runtime/gpu/variant_rules.h (shared with `needs`). */
 
 #endif

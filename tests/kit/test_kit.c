@@ -346,6 +346,49 @@ static void test_builder_errors(void **state)
     assert_false(dsk_file_exists(path));
 }
 
+static void test_needs(void **state)
+{
+    (void)state;
+    char cmd[4096], out[65536];
+    /* a real model folder (the tiny preset) and a variant of its config with the real router width */
+    snprintf(cmd, sizeof cmd,
+             "set -e; %s/dskit mkmodel --preset tiny --seed 3 --out %s/tiny >/dev/null; mkdir -p %s/wide; "
+             "sed -e 's/\"n_routed_experts\": *[0-9]*/\"n_routed_experts\": 384/' "
+             "-e 's/\"num_experts_per_tok\": *[0-9]*/\"num_experts_per_tok\": 6/' %s/tiny/config.json > %s/wide/config.json; "
+             "grep -q '\"n_routed_experts\": 384' %s/wide/config.json",
+             test_binary_dir(), tmpdir, tmpdir, tmpdir, tmpdir, tmpdir);
+    assert_int_equal(run(cmd, out, sizeof out), 0);
+    /* the full kit covers the tiny model */
+    char arg[600];
+    snprintf(arg, sizeof arg, "--needs %s/tiny", tmpdir);
+    assert_int_equal(verify(kit90, arg, out, sizeof out), 0);
+    /* --for builds exactly what it needs, and that kit passes --needs too */
+    snprintf(cmd, sizeof cmd, "%s/dskit-build --arch sm_90 --for %s/tiny --out %s/fortiny", test_binary_dir(), tmpdir,
+             tmpdir);
+    assert_int_equal(run(cmd, out, sizeof out), 0);
+    assert_non_null(strstr(out, "needs"));
+    char small[600];
+    snprintf(small, sizeof small, "%s/fortiny/dskit-sm_90.tar.zst", tmpdir);
+    assert_int_equal(verify(small, arg, out, sizeof out), 0);
+    kit *full, *part;
+    assert_ok(kit_open(kit90, NULL, &full));
+    assert_ok(kit_open(small, NULL, &part));
+    assert_true(kit_nkernels(part) < kit_nkernels(full));
+    kit_close(full);
+    kit_close(part);
+    /* the 384-expert router needs a variant the tiny-only kit lacks: named, exit 1 */
+    snprintf(arg, sizeof arg, "--needs %s/wide", tmpdir);
+    assert_int_equal(verify(small, arg, out, sizeof out), 1);
+    assert_non_null(strstr(out, "NEEDS    topk_small NPL=12"));
+    /* a folder with no config.json: a usage / I/O error */
+    snprintf(arg, sizeof arg, "--needs %s/nothing-here", tmpdir);
+    assert_int_equal(verify(small, arg, out, sizeof out), 2);
+    snprintf(cmd, sizeof cmd, "%s/dskit-build --arch sm_90 --for %s/nothing-here --out %s/x", test_binary_dir(), tmpdir,
+             tmpdir);
+    assert_int_equal(run(cmd, out, sizeof out), 2);
+    assert_non_null(strstr(out, "--for"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -355,6 +398,7 @@ int main(void)
         cmocka_unit_test(test_truncated),       cmocka_unit_test(test_reproducible),
         cmocka_unit_test(test_no_compiler_in_runtime), cmocka_unit_test(test_missing_variant),
         cmocka_unit_test(test_no_device),       cmocka_unit_test(test_builder_errors),
+        cmocka_unit_test(test_needs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
