@@ -19,17 +19,6 @@ static size_t up16(size_t n)
     return (n + 15) & ~(size_t)15;
 }
 
-void exl3_split(int k, int n, int *qb, int *groups)
-{
-    /* about 1024 (column block, group) pairs: enough CTAs for a 1-row decode on any shape, no more
-     * groups than 128-blocks of k */
-    int kb = k / 128, nb = n / 128;
-    int g = cdiv(1024, nb > 0 ? nb : 1);
-    g = g < 1 ? 1 : g > kb ? kb : g;
-    *qb = cdiv(kb, g > 0 ? g : 1);
-    *groups = cdiv(kb, *qb > 0 ? *qb : 1);
-}
-
 int exl3_dev_linear_init(exl3_dev_linear *L, int k, int n, int K, int codebook, CUdeviceptr trellis, CUdeviceptr suh,
                          CUdeviceptr svh, CUdeviceptr bias, CUdeviceptr desc)
 {
@@ -45,7 +34,7 @@ int exl3_dev_linear_init(exl3_dev_linear *L, int k, int n, int K, int codebook, 
     if (!ALIGN16(trellis) || !ALIGN16(suh) || !ALIGN16(svh) || !ALIGN16(bias) || !ALIGN16(desc))
         return dsk_err("exl3 linear %d x %d: trellis, suh, svh, bias and desc must be 16-byte aligned", k, n);
     L->k = k, L->n = n, L->K = K, L->codebook = codebook;
-    exl3_split(k, n, &L->qb, &L->groups);
+    rule_exl3_split(k, n, &L->qb, &L->groups);
     L->trellis = trellis, L->suh = suh, L->svh = svh, L->bias = bias, L->desc = desc;
     if (desc) {
         exl3_desc d;
@@ -119,16 +108,11 @@ void exl3_workspace_free(exl3_workspace *ws)
     memset(ws, 0, sizeof *ws);
 }
 
-int exl3_rows_bucket(int rows)
-{
-    return rows <= 8 ? 8 : rows <= 16 ? 16 : rows <= 32 ? 32 : 64;
-}
-
 exl3_mm_plan exl3_plan_matmul(const exl3_dev_linear *const *L, int nmat, int rows, int sms)
 {
     exl3_mm_plan p;
-    p.bucket = exl3_rows_bucket(rows);
-    p.xf = rows > 16;
+    p.bucket = rule_exl3_bucket(rows);
+    p.xf = rule_exl3_pretransform(rows);
     int nb = 0;
     for (int m = 0; m < nmat; m++)
         nb += L[m]->n / 128;
@@ -177,7 +161,7 @@ static mm_layout layout_matmul(const exl3_dev_linear *const *L, int nmat, int ro
 
 size_t exl3_ws_bytes_matmul(const exl3_dev_linear *const *L, int nmat, int rows)
 {
-    exl3_mm_plan p = {exl3_rows_bucket(rows), rows > 16, 0};
+    exl3_mm_plan p = {rule_exl3_bucket(rows), rule_exl3_pretransform(rows), 0};
     return layout_matmul(L, nmat, rows, p).end;
 }
 
@@ -304,7 +288,7 @@ static moe_layout layout_moe(const exl3_moe_experts *E, int rows, int topk, int 
 
 size_t exl3_ws_bytes_moe(const exl3_moe_experts *E, int rows, int topk)
 {
-    return layout_moe(E, rows, topk > 0 ? topk : 1, 1, exl3_rows_bucket(rows), 0).end;
+    return layout_moe(E, rows, topk > 0 ? topk : 1, 1, rule_exl3_bucket(rows), 0).end;
 }
 
 int op_exl3_moe(const kit *k, CUstream s, const exl3_moe_experts *E, CUdeviceptr x, int ldx, int rows,
@@ -323,7 +307,7 @@ int op_exl3_moe(const kit *k, CUstream s, const exl3_moe_experts *E, CUdeviceptr
     if (rows == 0)
         return 0;
     int routed = route != 0, tk = routed ? topk : 1;
-    int bucket = force.bucket > 0 ? force.bucket : exl3_rows_bucket(rows);
+    int bucket = force.bucket > 0 ? force.bucket : rule_exl3_bucket(rows);
     if (bucket != 8 && bucket != 16 && bucket != 32 && bucket != 64)
         return dsk_err("%s: forced bucket %d, must be 8, 16, 32 or 64", what, bucket);
     /* fold when the experts alone give about four waves of CTAs (≈ rows·topk tiles × column blocks × 2
@@ -382,27 +366,4 @@ int op_exl3_reconstruct(const kit *k, CUstream s, const exl3_dev_linear *L, CUde
     int mode = original_basis ? 1 : 0;
     void *args[] = {&d, &out, &mode};
     return kit_launch(kk, (unsigned)(L->n / 128), (unsigned)(L->k / 128), 1, s, args, 3);
-}
-
-int exl3_needs(int K, int codebook, int max_rows, int moe, exl3_need *out, int cap)
-{
-    int n = 0;
-#define NEED(fam, ...)                                                                                                 \
-    do {                                                                                                               \
-        if (n < cap) {                                                                                                 \
-            out[n].family = fam;                                                                                       \
-            snprintf(out[n].params, sizeof out[n].params, __VA_ARGS__);                                                \
-        }                                                                                                              \
-        n++;                                                                                                           \
-    } while (0)
-    int top = exl3_rows_bucket(max_rows < 1 ? 1 : max_rows);
-    for (int b = 8; b <= top; b *= 2)
-        NEED("exl3_mm", "K=%d,CB=%d,M=%d", K, codebook, b);
-    if (max_rows > 16)
-        NEED("exl3_had", "T=256");
-    if (moe)
-        NEED("exl3_moe_plan", "T=1024");
-    NEED("exl3_recon", "K=%d,CB=%d", K, codebook);
-#undef NEED
-    return n;
 }

@@ -8,6 +8,7 @@
 
 #include "kit/src/exl3_abi.cuh"
 #include "runtime/driver/kit.h"
+#include "runtime/gpu/variant_rules.h"
 
 #include <stddef.h>
 
@@ -17,16 +18,13 @@ enum { EXL3_OUT_F32 = 0, EXL3_OUT_BF16 = 1 };
 typedef struct {
     int k, n;                       /* in and out features, multiples of 128 */
     int K, codebook;                /* 1..8 bits per weight; 0 3INST, 1 MCG, 2 MUL1 */
-    int qb, groups;                 /* the canonical k split (exl3_split) */
+    int qb, groups;                 /* the canonical k split (rule_exl3_split) */
     CUdeviceptr trellis;            /* u16 [k/16][n/16][16·K] */
     CUdeviceptr suh, svh;           /* fp16 [k], fp16 [n] */
     CUdeviceptr bias;               /* fp32 [n] or 0 */
     CUdeviceptr desc;               /* its exl3_desc (64 bytes) in device memory */
 } exl3_dev_linear;
 
-/* The canonical split of k for a k × n matrix: groups of qb 128-row blocks, summed left to right. A
- * function of the shape only, so every form and row count adds a row's terms in the same order. */
-void exl3_split(int k, int n, int *qb, int *groups);
 /* Check and fill *L; then, when desc != 0, write its descriptor there (64 bytes of device memory,
  * 16-byte aligned; synchronous copy). Errors name the field and what is wrong. */
 int exl3_dev_linear_init(exl3_dev_linear *L, int k, int n, int K, int codebook, CUdeviceptr trellis, CUdeviceptr suh,
@@ -68,10 +66,8 @@ typedef struct {
     int bucket, xf, fold;
 } exl3_mm_plan;
 
-/* Row bucket for `rows` rows: 8, 16, 32 or 64 (more rows run in tiles of 64). */
-int exl3_rows_bucket(int rows);
-/* The plan the launchers use: rows <= 16 transform inside the matmul; rows <= 64 split over k groups;
- * more rows fold unless that leaves too few CTAs for `sms` multiprocessors. */
+/* The plan the launchers use (bucket and pre-transform from variant_rules.h): rows <= 64 split over k
+ * groups; more rows fold unless that leaves too few CTAs for `sms` multiprocessors. */
 exl3_mm_plan exl3_plan_matmul(const exl3_dev_linear *const *L, int nmat, int rows, int sms);
 /* Options that force a plan (tests and benchmarks; results are the same bits either way). -1 = auto. */
 typedef struct {
@@ -105,14 +101,5 @@ int op_exl3_moe(const kit *k, CUstream s, const exl3_moe_experts *E, CUdeviceptr
 /* W_hat (k × n fp16, bit-exact decode) or, with original_basis, W = diag(suh)·H·W_hat·H·diag(svh) as
  * k × n fp32, row-major (in, out). */
 int op_exl3_reconstruct(const kit *k, CUstream s, const exl3_dev_linear *L, CUdeviceptr out, int original_basis);
-
-/* The kit variants the launchers ask for to run linears of K bits and codebook `codebook` at up to
- * max_rows rows (moe: the MoE path too). Writes up to cap (family, parameters) pairs; returns how many
- * there are. */
-typedef struct {
-    const char *family;
-    char params[32];
-} exl3_need;
-int exl3_needs(int K, int codebook, int max_rows, int moe, exl3_need *out, int cap);
 
 #endif

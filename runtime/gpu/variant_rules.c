@@ -1,5 +1,7 @@
 #include "runtime/gpu/variant_rules.h"
 
+#include <stdio.h>
+
 int rule_rmsnorm_threads(int width)
 {
     return width <= 256 ? 32 : width <= 1280 ? 128 : 256;
@@ -20,4 +22,56 @@ int rule_topk_small_npl(int N, int k)
 int rule_rowmm_bucket(int rows)
 {
     return rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : rows <= 8 ? 8 : 16;
+}
+
+int rule_exl3_bucket(int rows)
+{
+    return rows <= 8 ? 8 : rows <= 16 ? 16 : rows <= 32 ? 32 : 64;
+}
+
+int rule_exl3_pretransform(int rows)
+{
+    return rows > 16;
+}
+
+void rule_exl3_split(int k, int n, int *qb, int *groups)
+{
+    /* about 1024 (column block, group) pairs: enough CTAs for a 1-row decode of any shape, and no more
+     * groups than 128-blocks of k */
+    int kb = k / 128, nb = n / 128 > 0 ? n / 128 : 1;
+    int g = (1024 + nb - 1) / nb;
+    g = g > kb ? kb : g;
+    g = g < 1 ? 1 : g;
+    *qb = kb > 0 ? (kb + g - 1) / g : 1;
+    *groups = kb > 0 ? (kb + *qb - 1) / *qb : 1;
+}
+
+int rule_exl3_variants(int K, int codebook, int max_rows, int moe, rule_variant *out, int cap)
+{
+    int n = 0;
+    int top = rule_exl3_bucket(max_rows < 1 ? 1 : max_rows);
+    for (int b = 8; b <= top; b *= 2, n++)
+        if (n < cap) {
+            out[n].family = "exl3_mm";
+            snprintf(out[n].params, sizeof out[n].params, "K=%d,CB=%d,M=%d", K, codebook, b);
+        }
+    if (rule_exl3_pretransform(max_rows)) {
+        if (n < cap) {
+            out[n].family = "exl3_had";
+            snprintf(out[n].params, sizeof out[n].params, "T=256");
+        }
+        n++;
+    }
+    if (moe) {
+        if (n < cap) {
+            out[n].family = "exl3_moe_plan";
+            snprintf(out[n].params, sizeof out[n].params, "T=1024");
+        }
+        n++;
+    }
+    if (n < cap) {
+        out[n].family = "exl3_recon";
+        snprintf(out[n].params, sizeof out[n].params, "K=%d,CB=%d", K, codebook);
+    }
+    return n + 1;
 }

@@ -13,4 +13,21 @@ int rule_topk_small_npl(int N, int k);
 /* rowmm_bf16: the row bucket (1, 2, 4, 8, 16) of a launch of `rows` rows (<= 16 per launch). */
 int rule_rowmm_bucket(int rows);
 
+/* exl3_mm: rows per tile (8, 16, 32, 64) of a launch of `rows` rows; more rows run in tiles of 64. */
+int rule_exl3_bucket(int rows);
+/* exl3_had: whether a matmul of `rows` rows transforms its input in a launch of its own first (else the
+ * matmul transforms it inside). */
+int rule_exl3_pretransform(int rows);
+/* The canonical k split of a k × n EXL3 matrix: groups of qb 128-row blocks, summed left to right. A
+ * function of the shape only, so every form and row count adds a row's terms in the same order. */
+void rule_exl3_split(int k, int n, int *qb, int *groups);
+/* Every (family, parameters) the EXL3 launchers may ask for to run linears of K bits and codebook
+ * `codebook` at up to max_rows rows per launch (moe: the routed MoE too). Writes up to cap entries,
+ * returns how many there are. */
+typedef struct {
+    const char *family;
+    char params[32]; /* "K=4,CB=2,M=8" */
+} rule_variant;
+int rule_exl3_variants(int K, int codebook, int max_rows, int moe, rule_variant *out, int cap);
+
 #endif

@@ -1,5 +1,5 @@
 /* What can be checked of the EXL3 GPU path without a GPU: every kernel variant the launchers can ask for
- * is in a freshly built kit, the plan rule only asks for what exl3_needs lists, the canonical k split is
+ * is in a freshly built kit, the plan rule only asks for what rule_exl3_variants lists, the canonical k split is
  * sound, and the launchers refuse bad shapes with named errors before launching anything. */
 #include "runtime/common/error.h"
 #include "runtime/driver/kit.h"
@@ -45,11 +45,11 @@ static void test_every_needed_variant_exists(void **state)
     (void)state;
     kit *k;
     assert_ok(kit_open(kitpath, NULL, &k));
-    exl3_need need[32];
+    rule_variant need[32];
     int total = 0;
     for (int K = 1; K <= 8; K++)
         for (int cb = 0; cb < 3; cb++) {
-            int n = exl3_needs(K, cb, 1 << 20, 1, need, 32);
+            int n = rule_exl3_variants(K, cb, 1 << 20, 1, need, 32);
             assert_in_range(n, 1, 32);
             for (int i = 0; i < n; i++) {
                 if (!kit_find(k, need[i].family, need[i].params))
@@ -61,7 +61,7 @@ static void test_every_needed_variant_exists(void **state)
     kit_close(k);
 }
 
-/* The plan rule's bucket for any row count is one exl3_needs lists for that many rows. */
+/* The plan rule's bucket for any row count is one rule_exl3_variants lists for that many rows. */
 static void test_plan_within_needs(void **state)
 {
     (void)state;
@@ -69,8 +69,8 @@ static void test_plan_within_needs(void **state)
     const exl3_dev_linear *one[1] = {&L};
     for (int rows = 1; rows <= 2000; rows += rows < 70 ? 1 : 37) {
         exl3_mm_plan p = exl3_plan_matmul(one, 1, rows, 132);
-        exl3_need need[16];
-        int n = exl3_needs(2, 2, rows, 0, need, 16), found = 0, had = 0;
+        rule_variant need[16];
+        int n = rule_exl3_variants(2, 2, rows, 0, need, 16), found = 0, had = 0;
         char want[32];
         snprintf(want, sizeof want, "K=2,CB=2,M=%d", p.bucket);
         for (int i = 0; i < n; i++) {
@@ -78,7 +78,7 @@ static void test_plan_within_needs(void **state)
             had |= !strcmp(need[i].family, "exl3_had");
         }
         if (!found || (p.xf && !had))
-            fail_msg("rows %d: plan M%d xf %d is not in exl3_needs", rows, p.bucket, p.xf);
+            fail_msg("rows %d: plan M%d xf %d is not in rule_exl3_variants", rows, p.bucket, p.xf);
         assert_true(p.bucket >= (rows < 64 ? rows : 64));
     }
 }
@@ -91,15 +91,15 @@ static void test_split(void **state)
                              {8192, 5120}, {5120, 64640}, {6144, 25600}, {128, 128},  {128, 131072}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         int k = shapes[i][0], n = shapes[i][1], qb, g;
-        exl3_split(k, n, &qb, &g);
+        rule_exl3_split(k, n, &qb, &g);
         assert_true(qb >= 1 && g >= 1);
         assert_true((g - 1) * qb < k / 128 && g * qb >= k / 128);
         assert_true(g == 1 || (n / 128) * g <= 1024 + n / 128);
     }
     int qb, g;
-    exl3_split(5120, 2304, &qb, &g);
+    rule_exl3_split(5120, 2304, &qb, &g);
     assert_int_equal(g, 40); /* 18 column blocks: one group per 128-block of k */
-    exl3_split(5120, 64640, &qb, &g);
+    rule_exl3_split(5120, 64640, &qb, &g);
     assert_int_equal(g, 3);
 }
 
