@@ -14,6 +14,7 @@ int cmd_run(int argc, char **argv);      /* runtime/model/cmd_run.c */
 int bench_build(int argc, char **argv);  /* runtime/bench/bench_kit.c */
 int bench_kit(int argc, char **argv);    /* runtime/bench/bench_kit.c */
 int bench_exl3_cpu(int argc, char **argv); /* runtime/weights/exl3_bench.c */
+int bench_exl3(int argc, char **argv);     /* runtime/bench/bench_exl3.c: the EXL3 GPU kernels */
 int bench_cpu(int argc, char **argv);      /* runtime/model/bench_cpu.c: dskit bench cpu */
 int bench_tokenize(int argc, char **argv); /* runtime/tokenizer/bench_tokenize.c */
 

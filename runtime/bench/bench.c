@@ -16,6 +16,8 @@ static const bench_entry benches[] = {
                        "and the first kernel families on the GPU"},
     {"exl3-cpu", bench_exl3_cpu, "exl3-cpu [--k K] [--n N] [--reps R]: EXL3 CPU reference decode and "
                                  "matmul (1 and 8 rows) weights/s for every K x codebook"},
+    {"exl3", bench_exl3, "exl3 KIT [--quick]: EXL3 GPU kernels on the model's shapes: decode matmul (K x codebook x "
+                         "rows 1-16) vs the streaming-read roofline, MoE (6 of 384 + shared), prompt form"},
     {"tokenize", bench_tokenize, "tokenize [--tokenizer FILE] [--input TEXT_FILE]: tokenizer encode/decode MB/s"},
     {"cpu", bench_cpu, "cpu [--model DIR] [--prompt-len N] [--decode N] [--threads N] [--reps N]: the CPU model's "
                        "prefill and decode tok/s (default: the tiny synthetic checkpoint), serial and drafted"},
