@@ -326,7 +326,7 @@ DSK_KERNEL void __launch_bounds__(NTHR, MT <= 16 ? 4 : MT == 32 ? 2 : 1)
                void *y, float *part, u32 *cnt, u32 *rcnt, const int *plan, u16 *yslot, const float *rweight,
                int rows, int ldx, int ldy, int nmat, int mode, int flags, int topk, int tcap, i64 xf_stride)
 {
-    extern __shared__ __align__(16) unsigned char smem[];
+    EXL3_DYNAMIC_SMEM(smem);
     __shared__ int rowkey[MT];
     __shared__ const u16 *rowptr[MT];
     __shared__ float rw[MT];

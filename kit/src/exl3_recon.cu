@@ -14,7 +14,7 @@
 
 DSK_KERNEL void __launch_bounds__(256) DSK_SYMBOL(const exl3_desc *d, void *out, int mode)
 {
-    extern __shared__ __align__(16) unsigned char smem[];
+    EXL3_DYNAMIC_SMEM(smem);
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int cb = blockIdx.x, kb = blockIdx.y, n = d->n, n16 = n / 16;
     float *f = (float *)smem;

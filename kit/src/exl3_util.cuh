@@ -1,9 +1,16 @@
 // Device helpers shared by the EXL3 kernels: the 128-point Hadamard butterfly with the CPU
 // reference's exact operation order, the input transform of exl3.md §3, the tensor-core mma and
 // cp.async. The numerics here are the rounding points every EXL3 form shares.
+// EXL3_EMU: the CPU emulator (tests/exl3gpu/emu) supplies the mma, cp.async and shared-memory
+// primitives itself and runs these sources unchanged otherwise.
 #pragma once
 #include "dskit_kernel.cuh"
 #include "exl3_abi.cuh"
+
+#ifndef EXL3_EMU
+// The kernel's dynamic shared memory.
+#define EXL3_DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
+#endif
 
 #define EXL3_HAD_SCALE 0.088388347648f
 
@@ -64,6 +71,7 @@ __device__ __forceinline__ int exl3_xf_index(int j, int lane)
     return (((j >> 3) * 8 + c) * 32 + L) * 2 + (q0 >> 3);
 }
 
+#ifndef EXL3_EMU
 // D += A·B, mma.m16n8k16 fp16 inputs, fp32 accumulate. A = 16 output columns x 16 k (decoded
 // trellis, exl3_dq.cuh), B = 16 k x 8 rows (x').
 __device__ __forceinline__ void exl3_mma(float *d, const u32 *a, u32 b0, u32 b1)
@@ -83,6 +91,7 @@ __device__ __forceinline__ void exl3_cp16(u32 saddr, const void *g)
 }
 __device__ __forceinline__ void exl3_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N> __device__ __forceinline__ void exl3_cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+#endif
 
 // Column-to-lane butterfly for a 128-vector held as v[i] = element lane + 32·i (the layout of
 // column passes over shared memory): the same stages and the same operations per element as

@@ -302,8 +302,8 @@ int op_exl3_moe(const kit *k, CUstream s, const exl3_moe_experts *E, CUdeviceptr
         return -1;
     if (route && (topk < 1 || topk > 64 || !weights))
         return dsk_err("%s: with routing, topk (%d) must be 1..64 and the routing weights given", what, topk);
-    if (!ALIGN16(x) || !ALIGN16(y) || !x || !y || !ALIGN16(route) || !ALIGN16(weights))
-        return dsk_err("%s: x, y, route and weights must be 16-byte aligned device pointers", what);
+    if (!ALIGN16(x) || !ALIGN16(y) || !x || !y || (route & 3) || (weights & 3))
+        return dsk_err("%s: x and y must be 16-byte aligned device pointers, route and weights 4-byte aligned", what);
     if (rows == 0)
         return 0;
     int routed = route != 0, tk = routed ? topk : 1;

@@ -1,5 +1,6 @@
 /* Host launchers of the EXL3 kernel families (docs/exl3-kernels.md): the decode/grouped/prompt matmul,
- * the fused MoE, and reconstruction. Every device pointer is 16-byte aligned; row strides are in
+ * the fused MoE, and reconstruction. Every device pointer is 16-byte aligned (MoE routing arrays: 4-byte);
+ * row strides are in
  * elements and multiples of 8. Inputs are bf16 activation rows; the matmul writes fp32 (partials for
  * tensor-parallel sums) or bf16 (where the model rounds). A launch never depends on which rows share it:
  * each row's output bits are the same for every row count and every form (row invariance). */

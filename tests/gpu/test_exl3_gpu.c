@@ -19,6 +19,9 @@
 
 static const char *const cb_name[3] = {"3INST", "MCG", "MUL1"};
 
+/* Set by the CPU emulator (tests/exl3gpu/emu): the model-sized cases shrink to sizes it runs in minutes. */
+int exl3_tests_small;
+
 static void *xmalloc(size_t n)
 {
     void *p = malloc(n ? n : 1);
@@ -342,8 +345,9 @@ void test_exl3_mm(gpu_ctx *c)
     /* the model's shapes (K and codebook varied over the list) */
     const int real[][4] = {{5120, 2304, 2, 2}, {5120, 1152, 3, 1}, {2304, 5120, 2, 1}, {1152, 5120, 3, 2},
                            {1280, 32768, 4, 2}, {8192, 5120, 4, 1}, {5120, 64640, 6, 2}, {6144, 25600, 4, 0}};
-    for (int s = 0; s < 8; s++)
+    for (int s = 0; s < 8 && !exl3_tests_small; s++)
         matmul_vs_cpu(c, &r, real[s][0], real[s][1], real[s][2], real[s][3], 1 + s % 3, 0, 0);
+    int sm = exl3_tests_small;
     /* row invariance for every bucket, against the CPU too */
     rlin L;
     rlin_make(&L, &r, 1280, 1024, 4, 2, 0, 0.1f);
@@ -352,21 +356,21 @@ void test_exl3_mm(gpu_ctx *c)
         invariance(c, &r, &L, rows[i], 1, 1);
     plans_agree(c, &r, &L, 13);
     rlin_free(&L);
-    rlin_make(&L, &r, 2304, 5120, 3, 1, 0, 0.1f);
+    rlin_make(&L, &r, sm ? 640 : 2304, sm ? 768 : 5120, 3, 1, 0, 0.1f);
     plans_agree(c, &r, &L, 5);
     invariance(c, &r, &L, 16, 1, 1);
     /* prompt sizes */
     invariance(c, &r, &L, 200, 1, 13);
     rlin_free(&L);
-    rlin_make(&L, &r, 1024, 2048, 2, 2, 0, 0.1f);
+    rlin_make(&L, &r, sm ? 256 : 1024, sm ? 384 : 2048, 2, 2, 0, 0.1f);
     invariance(c, &r, &L, 64, 1, 7);
     invariance(c, &r, &L, 1000, 1, 97);
     plans_agree(c, &r, &L, 200);
     rlin_free(&L);
     /* grouped */
     const int qa_kv[] = {1536, 512}, w13[] = {2304, 2304}, three[] = {256, 384, 128};
-    grouped_vs_separate(c, &r, 5120, qa_kv, 2, 4, 2, 1);
-    grouped_vs_separate(c, &r, 5120, w13, 2, 2, 1, 8);
+    grouped_vs_separate(c, &r, sm ? 640 : 5120, qa_kv, 2, 4, 2, 1);
+    grouped_vs_separate(c, &r, sm ? 384 : 5120, w13, 2, 2, 1, 8);
     grouped_vs_separate(c, &r, 384, three, 3, 5, 0, 13);
     grouped_vs_separate(c, &r, 1024, three, 3, 3, 2, 40);
 }
@@ -524,14 +528,15 @@ void test_exl3_moe(gpu_ctx *c)
     rmoe_free(&M);
     rmoe_free(&S);
     /* the model's shape: experts 5120 -> 2304 -> 5120, 6 of 16 per row, plus the shared expert */
-    rmoe_make(&M, &r, 16, 5120, 2304, 2, 3, 2);
-    rmoe_make(&S, &r, 1, 5120, 2304, 4, 4, 2);
+    int sm = exl3_tests_small;
+    rmoe_make(&M, &r, 16, sm ? 640 : 5120, sm ? 256 : 2304, 2, 3, 2);
+    rmoe_make(&S, &r, 1, sm ? 640 : 5120, sm ? 256 : 2304, 4, 4, 2);
     moe_case(c, &r, &M, &S, 1, 6, 16, 0, "model");
     moe_case(c, &r, &M, &S, 8, 6, 16, 0, "model");
     rmoe_free(&M);
     rmoe_free(&S);
     /* tensor-parallel halves: 5120 -> 1152 -> 5120, MCG */
-    rmoe_make(&M, &r, 8, 5120, 1152, 2, 2, 1);
+    rmoe_make(&M, &r, 8, sm ? 384 : 5120, sm ? 128 : 1152, 2, 2, 1);
     moe_case(c, &r, &M, NULL, 5, 6, 8, 0, "TP half");
     rmoe_free(&M);
     exl3_workspace_free(&ws);
