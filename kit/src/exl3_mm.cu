@@ -371,6 +371,7 @@ DSK_KERNEL void __launch_bounds__(NTHR, MT <= 16 ? 4 : MT == 32 ? 2 : 1)
     exl3_cp_commit();
     if (fused)
         transform_stage(smem, J, rowptr, kb0);
+    int in_group = 0; // blocks of the current group done (FOLD)
     for (int kb = kb0; kb < kb1; kb++) {
         int s = (kb - kb0) & 1;
         unsigned char *cur = smem + s * STAGE, *nxt = smem + (s ^ 1) * STAGE;
@@ -385,7 +386,7 @@ DSK_KERNEL void __launch_bounds__(NTHR, MT <= 16 ? 4 : MT == 32 ? 2 : 1)
         }
         __syncthreads();
         compute_stage(cur, chain, woff, (u32)L.shift);
-        if (fold && ((kb + 1) % qb == 0 || kb + 1 == kbt)) {
+        if (fold && (++in_group == qb || kb + 1 == kbt)) {
             // a group ends: total = P_0, then total += P_g
 #pragma unroll
             for (int t = 0; t < NTW; t++)
@@ -393,9 +394,10 @@ DSK_KERNEL void __launch_bounds__(NTHR, MT <= 16 ? 4 : MT == 32 ? 2 : 1)
                 for (int rg = 0; rg < RG; rg++)
 #pragma unroll
                     for (int i = 0; i < 4; i++) {
-                        total[t][rg][i] = kb < qb ? chain[t][rg][i] : total[t][rg][i] + chain[t][rg][i];
+                        total[t][rg][i] = kb < qb ? chain[t][rg][i] : __fadd_rn(total[t][rg][i], chain[t][rg][i]);
                         chain[t][rg][i] = 0.0f;
                     }
+            in_group = 0;
         }
         __syncthreads();
     }
