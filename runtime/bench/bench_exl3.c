@@ -37,6 +37,8 @@ static int fill_random(bench *b, CUdeviceptr d, size_t bytes)
         size_t n = bytes - off < RAND_BYTES ? bytes - off : RAND_BYTES;
         CU_TRY(cu.cuMemcpyHtoD(d + off, b->rnd, n));
     }
+    /* the copies run on the legacy stream, which does not order with the benchmark's stream */
+    CU_TRY(cu.cuCtxSynchronize());
     return 0;
 }
 
@@ -59,6 +61,8 @@ static int fill_scales(CUdeviceptr d, int n, dsk_rng *r)
         h[i] = f32_to_f16((dsk_rng_u64(r) & 1 ? -0.1f : 0.1f) * (0.5f + dsk_rng_f32(r)));
     CUresult rc = cu.cuMemcpyHtoD(d, h, (size_t)n * 2);
     free(h);
+    if (rc == CUDA_SUCCESS)
+        rc = cu.cuCtxSynchronize();
     return rc == CUDA_SUCCESS ? 0 : dsk_cu_fail(rc, "cuMemcpyHtoD");
 }
 
@@ -71,6 +75,8 @@ static int fill_x(CUdeviceptr d, size_t n, dsk_rng *r)
         h[i] = f32_to_bf16(dsk_rng_normal(r));
     CUresult rc = cu.cuMemcpyHtoD(d, h, n * 2);
     free(h);
+    if (rc == CUDA_SUCCESS)
+        rc = cu.cuCtxSynchronize();
     return rc == CUDA_SUCCESS ? 0 : dsk_cu_fail(rc, "cuMemcpyHtoD");
 }
 
@@ -360,6 +366,7 @@ static int moe_table(bench *b, int quick)
             CU_TRY(cu.cuMemAlloc(&dw, sizeof wts));
             CU_TRY(cu.cuMemcpyHtoD(dr, route, sizeof route));
             CU_TRY(cu.cuMemcpyHtoD(dw, wts, sizeof wts));
+            CU_TRY(cu.cuCtxSynchronize());
             size_t need = exl3_ws_bytes_moe(&M.E, rows, topk);
             if (fill_x(x, (size_t)rows * 5120, &r) || ws_need(b, need))
                 return -1;

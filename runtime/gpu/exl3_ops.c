@@ -40,6 +40,8 @@ int exl3_dev_linear_init(exl3_dev_linear *L, int k, int n, int K, int codebook, 
         exl3_desc d;
         exl3_desc_fill(L, &d);
         CU_TRY(cu.cuMemcpyHtoD(desc, &d, sizeof d));
+        /* the copy runs on the legacy stream: finish it before any launch on another stream reads it */
+        CU_TRY(cu.cuCtxSynchronize());
     }
     return 0;
 }
@@ -83,6 +85,7 @@ int exl3_moe_experts_init(exl3_moe_experts *E, const exl3_dev_linear *w1, const 
         exl3_desc_fill(&w2[e], &d[2]);
         CU_TRY(cu.cuMemcpyHtoD(table + (CUdeviceptr)e * sizeof d, d, sizeof d));
     }
+    CU_TRY(cu.cuCtxSynchronize());
     return 0;
 }
 
@@ -91,7 +94,7 @@ int exl3_workspace_alloc(exl3_workspace *ws, const dsk_gpu *g, size_t bytes)
     memset(ws, 0, sizeof *ws);
     bytes = bytes < EXL3_WS_COUNTER_BYTES ? EXL3_WS_COUNTER_BYTES : up16(bytes);
     CU_TRY(cu.cuMemAlloc(&ws->ptr, bytes));
-    if (cu.cuMemsetD32(ws->ptr, 0, EXL3_WS_COUNTER_BYTES / 4) != CUDA_SUCCESS) {
+    if (cu.cuMemsetD32(ws->ptr, 0, EXL3_WS_COUNTER_BYTES / 4) != CUDA_SUCCESS || cu.cuCtxSynchronize() != CUDA_SUCCESS) {
         cu.cuMemFree(ws->ptr);
         ws->ptr = 0;
         return dsk_err("exl3 workspace: cannot clear its counters");

@@ -27,7 +27,8 @@ typedef struct {
 } exl3_dev_linear;
 
 /* Check and fill *L; then, when desc != 0, write its descriptor there (64 bytes of device memory,
- * 16-byte aligned; synchronous copy). Errors name the field and what is wrong. */
+ * 16-byte aligned) and wait for the copy (cuCtxSynchronize: setup time only). Errors name the field and
+ * what is wrong. */
 int exl3_dev_linear_init(exl3_dev_linear *L, int k, int n, int K, int codebook, CUdeviceptr trellis, CUdeviceptr suh,
                          CUdeviceptr svh, CUdeviceptr bias, CUdeviceptr desc);
 void exl3_desc_fill(const exl3_dev_linear *L, exl3_desc *d);

@@ -130,6 +130,8 @@ static void run_grouped(gpu_ctx *c, const exl3_dev_linear *const *L, int nmat, C
     /* forced plans may add x' space even for few rows */
     need += (size_t)nmat * 64 * (size_t)((rows + 63) / 64) * (size_t)L[0]->k * 2 + 16;
     ws_need(c, need);
+    /* uploads and memsets ran on the legacy stream, which does not order with c->s */
+    must(cu.cuCtxSynchronize() != CUDA_SUCCESS, "cuCtxSynchronize");
     must(op_exl3_grouped(c->k, c->s, L, nmat, dx, ldx, rows, dy, ldy, out_kind, &ws, f), "op_exl3_grouped");
     dev_sync(c);
     dev_download(host, dy, bytes);
@@ -153,6 +155,7 @@ void test_exl3_decode(gpu_ctx *c)
         for (int cb = 0; cb < 3; cb++) {
             rlin L;
             rlin_make(&L, &r, k, n, K, cb, 0, 0.1f);
+            must(cu.cuCtxSynchronize() != CUDA_SUCCESS, "cuCtxSynchronize");
             must(op_exl3_reconstruct(c->k, c->s, &L.dev, out, 0), "op_exl3_reconstruct");
             dev_sync(c);
             dev_download(hat, out, (size_t)k * n * 2);
@@ -453,6 +456,7 @@ static void run_moe(gpu_ctx *c, const rmoe *M, const rmoe *shared, CUdeviceptr d
     if (shared && exl3_ws_bytes_moe(&shared->E, rows, 1) > need)
         need = exl3_ws_bytes_moe(&shared->E, rows, 1);
     ws_need(c, need);
+    must(cu.cuCtxSynchronize() != CUDA_SUCCESS, "cuCtxSynchronize");
     must(op_exl3_moe(c->k, c->s, &M->E, dx, k, rows, dr, dw, topk, e_lo, dy, k, 0, &ws, f), "op_exl3_moe");
     if (shared)
         must(op_exl3_moe(c->k, c->s, &shared->E, dx, k, rows, 0, 0, 1, 0, dy, k, 1, &ws, f), "op_exl3_moe shared");

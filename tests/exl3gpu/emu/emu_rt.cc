@@ -233,6 +233,10 @@ static CUresult CUDAAPI fake_sync(CUstream)
 {
     return CUDA_SUCCESS;
 }
+static CUresult CUDAAPI fake_ctx_sync(void)
+{
+    return CUDA_SUCCESS;
+}
 
 static unsigned long long rng_state = 0x9e3779b97f4a7c15ull;
 static unsigned rnd(unsigned n)
@@ -325,6 +329,7 @@ extern "C" int emu_install(kit *k)
     cu.cuMemcpyDtoH = fake_dtoh;
     cu.cuMemsetD32 = fake_memset32;
     cu.cuStreamSynchronize = fake_sync;
+    cu.cuCtxSynchronize = fake_ctx_sync;
     cu.cuLaunchKernel = fake_launch;
     int missing = 0;
     for (int i = 0; i < kit_nkernels(k); i++) {
