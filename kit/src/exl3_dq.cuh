@@ -74,7 +74,7 @@ EXL3_FN exl3_u32 exl3_hsum2(exl3_u32 a, exl3_u32 b)
 
 typedef struct {
     int word[3];  // word index (0..8K-1) of the lane's j-th loaded word
-    int shift;    // funnel shift o_l - delta
+    int shift;    // funnel shift o_l - delta (K = 3: 48 - o_l, the 64-bit shift of the lane's first state)
 } exl3_lane;
 
 // Per-lane constants of the tile geometry (the same for every tile of a matrix).
@@ -87,7 +87,7 @@ EXL3_FN exl3_lane exl3_lane_setup(int K, int lane)
     int o = f & 31;
     for (int j = 0; j < 3; j++)
         L.word[j] = (w0 + j) % (8 * K);
-    L.shift = EXL3_ALIGNED(K) ? 0 : o - EXL3_DELTA(K);
+    L.shift = EXL3_ALIGNED(K) ? 0 : K == 3 ? 48 - o : o - EXL3_DELTA(K);
     return L;
 }
 
@@ -111,7 +111,8 @@ EXL3_FN exl3_u32 exl3_state_at(const exl3_u32 *R, int p)
 EXL3_FN void exl3_states(int K, const exl3_u32 *W, exl3_u32 sh, exl3_u32 *s)
 {
     exl3_u32 R[3];
-    if (EXL3_ALIGNED(K)) {
+    if (K == 3) {
+    } else if (EXL3_ALIGNED(K)) {
         R[0] = W[0];
         R[1] = W[1];
         R[2] = EXL3_NW(K) > 2 ? W[2] : 0u;
@@ -134,6 +135,14 @@ EXL3_FN void exl3_states(int K, const exl3_u32 *W, exl3_u32 sh, exl3_u32 *s)
         s[5] = exl3_prmt(R[1], 0u, 0x4421u); // p 40
         s[6] = d28 & 0xFFFFu;                // p 44
         s[7] = R[1] & 0xFFFFu;               // p 48
+        return;
+    }
+    if (K == 3) {
+        // 37 bits inside one 64-bit window: one 64-bit shift by a per-lane amount and a mask per state,
+        // no alignment (16 ops); `sh` holds 48 - o_l, the shift of state 0
+        unsigned long long X = ((unsigned long long)W[0] << 32) | W[1];
+        for (int e = 0; e < 8; e++)
+            s[e] = (exl3_u32)(X >> (sh - 3 * e)) & 0xFFFFu;
         return;
     }
     if (K == 2) {
