@@ -464,6 +464,70 @@ static void run_moe(gpu_ctx *c, const rmoe *M, const rmoe *shared, CUdeviceptr d
     dev_download(y, dy, (size_t)rows * k * 4);
 }
 
+/* One expert on one row with dense GPU launches (bf16 outputs: the MoE's rounding points, the same
+ * canonical sum order): o = bf16(W2 bf16(w·silu(min(g,10))·clamp(u))), the SwiGLU on the CPU. */
+static void composed_expert(gpu_ctx *c, const rmoe *M, int e, CUdeviceptr xrow, float w, float *o)
+{
+    int k = M->E.k, n = M->E.n;
+    const exl3_dev_linear *l1[1] = {&M->w1[e].dev}, *l3[1] = {&M->w3[e].dev}, *l2[1] = {&M->w2[e].dev};
+    uint16_t *g = xmalloc((size_t)n * 2), *u = xmalloc((size_t)n * 2), *h = xmalloc((size_t)n * 2),
+             *ob = xmalloc((size_t)k * 2);
+    CUdeviceptr dg = dev_alloc((size_t)n * 2), dh = dev_alloc((size_t)n * 2), dob = dev_alloc((size_t)k * 2);
+    run_grouped(c, l1, 1, xrow, k, 1, dg, n, EXL3_OUT_BF16, EXL3_AUTO, g, (size_t)n * 2);
+    run_grouped(c, l3, 1, xrow, k, 1, dg, n, EXL3_OUT_BF16, EXL3_AUTO, u, (size_t)n * 2);
+    for (int i = 0; i < n; i++) {
+        float gv = fminf(bf16_to_f32(g[i]), 10.0f), uv = fminf(fmaxf(bf16_to_f32(u[i]), -10.0f), 10.0f);
+        h[i] = f32_to_bf16(w * ((gv / (1.0f + expf(-gv))) * uv));
+    }
+    cu.cuMemcpyHtoD(dh, h, (size_t)n * 2);
+    run_grouped(c, l2, 1, dh, n, 1, dob, k, EXL3_OUT_BF16, EXL3_AUTO, ob, (size_t)k * 2);
+    for (int i = 0; i < k; i++)
+        o[i] = bf16_to_f32(ob[i]);
+    dev_free(dg);
+    dev_free(dh);
+    dev_free(dob);
+    free(g);
+    free(u);
+    free(h);
+    free(ob);
+}
+
+/* The MoE output composed from dense launches, each row's experts added in ascending id. Returns the
+ * number of rows whose bits differ from y (only a silu difference between the GPU's and the CPU's expf
+ * can make one differ). */
+static int composed_rows_differ(gpu_ctx *c, const rmoe *M, const rmoe *shared, CUdeviceptr dx, int rows,
+                                const int32_t *route, const float *w, int topk, int e_lo, const float *y, double *rel)
+{
+    int k = M->E.k, differ = 0;
+    float *acc = xmalloc((size_t)rows * k * 4), *o = xmalloc((size_t)k * 4);
+    for (int i = 0; i < rows; i++) {
+        float *a = acc + (size_t)i * k;
+        memset(a, 0, (size_t)k * 4);
+        for (int id = e_lo; id < e_lo + M->nexp; id++)
+            for (int s = 0; s < topk; s++)
+                if (route[i * topk + s] == id) {
+                    composed_expert(c, M, id - e_lo, dx + (CUdeviceptr)i * k * 2, w[i * topk + s], o);
+                    for (int j = 0; j < k; j++)
+                        a[j] += o[j];
+                }
+        if (shared) {
+            composed_expert(c, shared, 0, dx + (CUdeviceptr)i * k * 2, 1.0f, o);
+            for (int j = 0; j < k; j++)
+                a[j] += o[j];
+        }
+        differ += memcmp(a, y + (size_t)i * k, (size_t)k * 4) != 0;
+    }
+    *rel = rel_l2(y, acc, (size_t)rows * k);
+    free(acc);
+    free(o);
+    return differ;
+}
+
+/* The fused MoE against (1) the CPU reference: relative L2 <= 2e-3, since every bf16 rounding point turns
+ * the fp32 summation-order difference of a few elements into a whole bf16 ulp (2^-8); (2) the same
+ * computation composed from dense GPU launches: bit-equal rows except where the GPU's expf differs from
+ * the CPU's in the SwiGLU (at most a quarter of the rows, rounded up; a wrong order of the expert sum
+ * would change nearly every row); (3) each row launched alone and other plans: bit-equal. */
 static void moe_case(gpu_ctx *c, dsk_rng *r, const rmoe *M, const rmoe *shared, int rows, int topk, int id_range,
                      int e_lo, const char *label)
 {
@@ -497,11 +561,15 @@ static void moe_case(gpu_ctx *c, dsk_rng *r, const rmoe *M, const rmoe *shared, 
         run_moe(c, M, shared, dx, rows, dr, dw, topk, e_lo, dy, other[p], yo);
         plans_differ += memcmp(yo, y, (size_t)rows * k * 4) != 0;
     }
+    double crel;
+    int cdiff = composed_rows_differ(c, M, shared, dx, rows, route, w, topk, e_lo, y, &crel);
     char shape[96];
     snprintf(shape, sizeof shape, "%s %d->%d->%d K%d/%d rows %d top%d", label, k, M->E.n, k, M->E.K_up, M->E.K_down,
              rows, topk);
-    check(c, e <= 1e-3 && bad == 0 && plans_differ == 0, "exl3_moe", shape,
-          "rel L2 %.2e; %d rows differ from the row alone; %d plans differ", e, bad, plans_differ);
+    check(c, e <= 2e-3 && crel <= 1e-3 && cdiff <= (rows + 3) / 4 && bad == 0 && plans_differ == 0, "exl3_moe", shape,
+          "rel L2 %.2e vs CPU; vs dense launches %d rows differ, rel L2 %.1e; %d rows differ from the row alone; %d "
+          "plans differ",
+          e, cdiff, crel, bad, plans_differ);
     dev_free(dx);
     dev_free(dr);
     dev_free(dw);
