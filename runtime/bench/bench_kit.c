@@ -43,6 +43,7 @@ static int run_child(char *const argv[], const char *env_name, const char *env_v
         if (env_name)
             setenv(env_name, env_value, 1);
         dup2(fd[1], 1);
+        dup2(fd[1], 2);
         close(fd[0]);
         close(fd[1]);
         execv(argv[0], argv);
@@ -62,7 +63,7 @@ static int run_child(char *const argv[], const char *env_name, const char *env_v
     waitpid(pid, &status, 0);
     *secs = dsk_now() - t0;
     if (!WIFEXITED(status) || WEXITSTATUS(status))
-        return dsk_err("%s exited with status %d", argv[0], WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        return dsk_err("%s exited with status %d:\n%s", argv[0], WIFEXITED(status) ? WEXITSTATUS(status) : -1, buf);
     return 0;
 }
 

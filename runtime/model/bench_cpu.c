@@ -103,7 +103,7 @@ int bench_cpu(int argc, char **argv)
     model *m = NULL;
     int rc = 1;
     double t0 = dsk_now();
-    if (model_load(o.model_dir, (size_t)2 << 30, &m)) {
+    if (model_load(o.model_dir, (size_t)4 << 30, &m)) {
         fprintf(stderr, "dskit bench cpu: %s\n", dsk_err_msg());
         goto done;
     }

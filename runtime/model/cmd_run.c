@@ -12,7 +12,8 @@
 
 static const char usage_text[] =
     "usage: dskit run --backend cpu --model DIR (--prompt TEXT | --prompt-ids \"1 2 3\") [--max-tokens N]\n"
-    "                 [--temperature T] [--seed S] [--draft] [--dump-logits FILE] [--threads N] [--print-ids]\n"
+    "                 [--temperature T] [--seed S] [--draft] [--dump-logits FILE] [--threads N] [--cache-mb N]\n"
+    "                 [--print-ids]\n"
     "  --prompt TEXT       tokenized with DIR/tokenizer.json, BOS first\n"
     "  --prompt-ids IDS    token ids instead of text\n"
     "  --max-tokens N      new tokens at most (default 64); generation also stops at EOS\n"
@@ -20,11 +21,12 @@ static const char usage_text[] =
     "  --draft             DSpark drafting with exact verification (same output, maybe faster)\n"
     "  --dump-logits FILE  the fp32 logits row that chose each token (little-endian, vocab_size each)\n"
     "  --threads N         worker threads for the wide matmuls (default 2; results never depend on it)\n"
+    "  --cache-mb N        decoded EXL3 weights kept in memory (default 4096; the rest decode per use)\n"
     "  --print-ids         print the generated ids instead of text\n";
 
 typedef struct {
     const char *backend, *model_dir, *prompt, *prompt_ids, *dump;
-    long max_tokens, threads;
+    long max_tokens, threads, cache_mb;
     double temperature;
     uint64_t seed;
     int draft, print_ids;
@@ -61,6 +63,9 @@ static int parse(int argc, char **argv, run_opts *o)
                 return -1;
         } else if (!strcmp(a, "--threads")) {
             if (cli_parse_int(a, v, 1, 64, &o->threads))
+                return -1;
+        } else if (!strcmp(a, "--cache-mb")) {
+            if (cli_parse_int(a, v, 0, 1 << 22, &o->cache_mb))
                 return -1;
         } else if (!strcmp(a, "--seed")) {
             if (cli_parse_int(a, v, 0, 0x7fffffffffffffffL, &n))
@@ -143,7 +148,7 @@ static int on_token(int32_t id, void *ctx)
 
 int cmd_run(int argc, char **argv)
 {
-    run_opts o = {.max_tokens = 64, .threads = 2};
+    run_opts o = {.max_tokens = 64, .threads = 2, .cache_mb = 4096};
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         fputs(usage_text, stdout);
         return 0;
@@ -165,7 +170,7 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "dskit run: %s\n", dsk_err_msg());
         goto done;
     }
-    if (model_load(o.model_dir, (size_t)2 << 30, &m)) {
+    if (model_load(o.model_dir, (size_t)o.cache_mb << 20, &m)) {
         fprintf(stderr, "dskit run: %s\n", dsk_err_msg());
         goto done;
     }

@@ -222,7 +222,7 @@ static int read_text(const cfg_src *t, model_config *c)
         get_int(t, "num_hidden_layers", "n_layers", 1, MODEL_MAX_LAYERS - 8, &c->n_layers) ||
         get_int(t, "num_attention_heads", "n_heads", 1, 4096, &c->n_heads) ||
         get_int_def(t, "num_key_value_heads", NULL, 1, 1, 1, &kvh) ||
-        get_int(t, "head_dim", "head_dim", 2, 65536, &c->head_dim) ||
+        get_int(t, "head_dim", "head_dim", 2, 1024, &c->head_dim) ||
         get_int(t, "qk_rope_head_dim", "rope_head_dim", 2, 65536, &c->rope_head_dim) ||
         get_int(t, "q_lora_rank", "q_lora_rank", 1, big, &c->q_lora_rank) ||
         get_int(t, "o_lora_rank", "o_lora_rank", 1, big, &c->o_lora_rank) ||
@@ -242,9 +242,9 @@ static int read_text(const cfg_src *t, model_config *c)
     if (read_rope(t, c))
         return -1;
     if (get_int(t, "moe_intermediate_size", "moe_inter_dim", 1, big, &c->moe_inter_dim) ||
-        get_int(t, "n_routed_experts", "n_routed_experts", 1, 65536, &c->n_routed_experts) ||
+        get_int(t, "n_routed_experts", "n_routed_experts", 1, 4096, &c->n_routed_experts) ||
         get_int_def(t, "n_shared_experts", "n_shared_experts", 1, 1, 1, &c->n_shared_experts) ||
-        get_int(t, "num_experts_per_tok", "n_activated_experts", 1, 65536, &c->n_activated_experts) ||
+        get_int(t, "num_experts_per_tok", "n_activated_experts", 1, 64, &c->n_activated_experts) ||
         get_f32(t, "routed_scaling_factor", "route_scale", 0.0, 1e6, &c->route_scale))
         return -1;
     const json_t *ntp = json_object_get(t->obj, "norm_topk_prob");
@@ -301,9 +301,9 @@ static int read_text(const cfg_src *t, model_config *c)
             get_int_list(t, "dspark_target_layer_ids", "dspark_target_layer_ids", 1, MODEL_MAX_LIST, 0,
                          c->n_layers - 1, c->dspark_target_layer_ids, &c->n_dspark_targets) ||
             get_int(t, "dspark_markov_rank", "dspark_markov_rank", 1, big, &c->dspark_markov_rank) ||
-            get_int(t, "dspark_n_routed_experts", "dspark_n_routed_experts", 1, 65536,
+            get_int(t, "dspark_n_routed_experts", "dspark_n_routed_experts", 1, 4096,
                     &c->dspark_n_routed_experts) ||
-            get_int(t, "dspark_num_experts_per_tok", "dspark_n_activated_experts", 1, 65536,
+            get_int(t, "dspark_num_experts_per_tok", "dspark_n_activated_experts", 1, 64,
                     &c->dspark_n_activated_experts))
             return -1;
     }

@@ -138,9 +138,9 @@ int model_draft(const model *m, model_state *s, int32_t t0, draft_sampler sample
             bias[v] = 0.0f;
         for (int r = 0; r < R; r++) {
             float er = bf16_to_f32(e[r]);
-            const float *hr = m->markov_head_t + (int64_t)r * V;
+            const uint16_t *hr = m->markov_head_t + (int64_t)r * V;
             for (int v = 0; v < V; v++)
-                bias[v] += er * hr[v];
+                bias[v] += er * f32_from_bits((uint32_t)hr[v] << 16);
         }
         for (int v = 0; v < V; v++)
             lg[v] += bias[v];

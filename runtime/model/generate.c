@@ -68,7 +68,7 @@ int model_generate(const model *m, const int32_t *prompt, int n_prompt, const ge
     while (!done) {
         int n = 1;
         rows[0] = tok;
-        if (o->draft) {
+        if (o->draft && o->max_tokens - st->n_out > 1) {
             if (model_draft(m, s, tok, draft_sample, &sc, drafts, NULL))
                 goto fail;
             n = 1 + B;

@@ -2,6 +2,7 @@
 #include "runtime/common/error.h"
 #include "runtime/common/numerics.h"
 
+#include <immintrin.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,13 +21,13 @@ int linear_threads(void)
 
 int linear_cache(model_linear *l, size_t *budget_bytes)
 {
-    size_t bytes = (size_t)l->q.k * (size_t)l->q.n * sizeof(float);
+    size_t bytes = (size_t)l->q.k * (size_t)l->q.n * sizeof(uint16_t);
     if (l->hat || bytes > *budget_bytes)
         return 0;
     l->hat = dsk_malloc(bytes);
     if (!l->hat)
         return dsk_err_ctx("caching the decoded weight %s", l->q.name);
-    exl3_reconstruct_hat_f32(&l->q, l->hat);
+    exl3_reconstruct_hat(&l->q, l->hat);
     *budget_bytes -= bytes;
     return 0;
 }
@@ -54,24 +55,58 @@ static void prepare_input(const exl3_linear *q, const uint16_t *x, int m, float 
 }
 
 /* Decode the tiles of columns [c0, c1) into hat (k × (c1 - c0)). */
-static void decode_cols(const exl3_linear *q, int c0, int c1, float *hat)
+static void decode_cols(const exl3_linear *q, int c0, int c1, uint16_t *hat)
 {
-    const float *lut = exl3_codebook_lut_f32(q->codebook);
     int64_t w = c1 - c0, tiles_n = q->n / 16;
-    float tile[256];
+    uint16_t tile[256];
     for (int64_t i = 0; i < q->k / 16; i++)
         for (int j = c0 / 16; j < c1 / 16; j++) {
             const uint16_t *words = q->trellis + (i * tiles_n + j) * 16 * q->K;
-            exl3_decode_tile_f32(words, q->K, lut, tile);
+            exl3_decode_tile(words, q->K, q->codebook, tile);
             for (int r = 0; r < 16; r++)
-                memcpy(hat + (i * 16 + r) * w + (j * 16 - c0), tile + r * 16, 16 * sizeof(float));
+                memcpy(hat + (i * 16 + r) * w + (j * 16 - c0), tile + r * 16, 16 * sizeof(uint16_t));
         }
+}
+
+/* acc[i] += x · w[i] for 128 fp16 weights: a multiply then an add, each rounded (no FMA), so the AVX2
+ * and portable forms give the same bits. */
+__attribute__((target("avx2,f16c"))) static void axpy128_f16c(float *acc, float x, const uint16_t *w)
+{
+    __m256 xv = _mm256_set1_ps(x);
+    for (int i = 0; i < 128; i += 8) {
+        __m256 wv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + i)));
+        _mm256_storeu_ps(acc + i, _mm256_add_ps(_mm256_loadu_ps(acc + i), _mm256_mul_ps(xv, wv)));
+    }
+}
+
+static void axpy128_portable(float *acc, float x, const uint16_t *w)
+{
+    for (int i = 0; i < 128; i++)
+        acc[i] += x * f16_to_f32(w[i]);
+}
+
+static void (*axpy128)(float *, float, const uint16_t *);
+static pthread_once_t axpy_once = PTHREAD_ONCE_INIT;
+
+static void pick_axpy(void)
+{
+    __builtin_cpu_init();
+    axpy128 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") ? axpy128_f16c : axpy128_portable;
+}
+
+void linear_use_portable(int on)
+{
+    pthread_once(&axpy_once, pick_axpy);
+    if (on)
+        axpy128 = axpy128_portable;
+    else
+        pick_axpy();
 }
 
 typedef struct {
     const exl3_linear *q;
     const float *xh;     /* [m][k] prepared input */
-    const float *hat;    /* W_hat columns, row stride hat_stride, column 0 = hat_c0 */
+    const uint16_t *hat; /* W_hat columns (the codebook's exact fp16 values), row stride hat_stride, col 0 = hat_c0 */
     int64_t hat_stride;
     int hat_c0;
     int m, c0, c1;       /* columns this worker computes */
@@ -82,7 +117,7 @@ typedef struct {
 
 /* y' = x'·W_hat summed over u ascending, then Hadamard128 per block · svh (exl3.md §3 steps 3-5). Rows go
  * in groups of 8 so each weight row is loaded once per group; every output keeps its own u order. */
-__attribute__((target_clones("avx2", "default"))) static void *cols_run(void *arg)
+static void *cols_run(void *arg)
 {
     const cols_job *j = arg;
     int64_t k = j->q->k;
@@ -91,14 +126,11 @@ __attribute__((target_clones("avx2", "default"))) static void *cols_run(void *ar
         int mr = j->m - r0 < 8 ? j->m - r0 : 8;
         for (int b = j->c0; b < j->c1; b += 128) {
             memset(acc, 0, sizeof acc);
-            const float *w = j->hat + (b - j->hat_c0);
+            const uint16_t *w = j->hat + (b - j->hat_c0);
             for (int64_t u = 0; u < k; u++) {
-                const float *wu = w + u * j->hat_stride;
-                for (int r = 0; r < mr; r++) {
-                    float xu = j->xh[(r0 + r) * k + u];
-                    for (int i = 0; i < 128; i++)
-                        acc[r][i] += xu * wu[i];
-                }
+                const uint16_t *wu = w + u * j->hat_stride;
+                for (int r = 0; r < mr; r++)
+                    axpy128(acc[r], j->xh[(r0 + r) * k + u], wu);
             }
             for (int r = 0; r < mr; r++) {
                 exl3_hadamard128(acc[r]);
@@ -121,15 +153,16 @@ int linear_apply_cols(const model_linear *l, const uint16_t *x, int m, int c0, i
     const exl3_linear *q = &l->q;
     if (m <= 0 || c1 <= c0)
         return 0;
+    pthread_once(&axpy_once, pick_axpy);
     float *xh = dsk_malloc(sizeof(float) * (size_t)m * (size_t)q->k);
     if (!xh)
         return dsk_err_ctx("applying %s", q->name);
-    float *tmp = NULL;
-    const float *hat = l->hat;
+    uint16_t *tmp = NULL;
+    const uint16_t *hat = l->hat;
     int64_t stride = q->n;
     int hat_c0 = 0;
     if (!hat) {
-        tmp = dsk_malloc(sizeof(float) * (size_t)q->k * (size_t)(c1 - c0));
+        tmp = dsk_malloc(sizeof(uint16_t) * (size_t)q->k * (size_t)(c1 - c0));
         if (!tmp) {
             free(xh);
             return dsk_err_ctx("applying %s", q->name);

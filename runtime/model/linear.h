@@ -11,7 +11,7 @@
 
 typedef struct {
     exl3_linear q;   /* the weight as stored (pointers into the mapping) */
-    float *hat;      /* W_hat decoded once (k × n fp32), or NULL: decoded per call */
+    uint16_t *hat;   /* W_hat decoded once (k × n fp16: the codebook values, exact), or NULL: per call */
 } model_linear;
 
 /* Decode W_hat into l->hat if its size fits what is left of *budget_bytes (which is reduced). */
@@ -30,5 +30,7 @@ int linear_bf16(const model_linear *l, const uint16_t *x, int m, uint16_t *y);
 /* Worker threads used by the wide linears (1 = none); results never depend on it. */
 void linear_set_threads(int n);
 int linear_threads(void);
+/* Use the portable inner loop even where AVX2/F16C exist (tests check both give the same bits). */
+void linear_use_portable(int on);
 
 #endif

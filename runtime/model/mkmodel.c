@@ -335,6 +335,15 @@ int cmd_mkmodel(int argc, char **argv)
     if (mkmodel_preset_config(o.preset, cb_names[o.codebook], o.seed, &cfg_text) ||
         model_config_parse(cfg_text, "preset config", &cfg) || model_schema(&cfg, &t, &n))
         goto done;
+    /* the folder that will hold DIR (and its temporary twin) is created if missing */
+    char parent[4096];
+    snprintf(parent, sizeof parent, "%s", o.out);
+    char *slash = strrchr(parent, '/');
+    if (slash && slash != parent) {
+        *slash = 0;
+        if (dsk_mkdirs(parent))
+            goto done;
+    }
     if (check_out(&o, &exists) || space_check(o.out, schema_bytes(t, n)))
         goto done;
     snprintf(tmp, sizeof tmp, "%s.mkmodel-tmp-%ld", o.out, (long)getpid());

@@ -63,7 +63,7 @@ typedef struct {
     const uint16_t *mtp_norm;   /* [d] */
     const uint16_t *markov_embed; /* [V][markov_rank] bf16 */
     const uint16_t *markov_head;  /* [V][markov_rank] bf16 */
-    float *markov_head_t;         /* [markov_rank][V] the same widened to fp32, transposed (owned) */
+    uint16_t *markov_head_t;      /* [markov_rank][V] the same transposed (owned) */
     const uint16_t *confidence;   /* [d + markov_rank] bf16 */
     void **owned;               /* buffers the model owns (converted norms, realigned tensors) */
     int n_owned;

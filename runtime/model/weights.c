@@ -224,7 +224,8 @@ static int cmp_size(const void *a, const void *b)
     return (sx > sy) - (sx < sy);
 }
 
-/* Decode EXL3 weights once, smallest first, while the budget lasts. */
+/* Decode EXL3 weights once while the budget lasts: the head first (every token uses it), then the rest
+ * smallest first. */
 static int cache_linears(model *m, size_t budget)
 {
     const model_config *c = &m->cfg;
@@ -239,7 +240,6 @@ static int cache_linears(model *m, size_t budget)
         if ((lin).q.trellis)                                                                                     \
             all[n++] = &(lin);                                                                                   \
     } while (0)
-    ADD(m->head);
     ADD(m->main_proj);
     for (int l = 0; l < c->n_all_layers; l++) {
         block_weights *b = &m->blocks[l];
@@ -253,7 +253,7 @@ static int cache_linears(model *m, size_t budget)
 #undef ADD
     qsort(all, (size_t)n, sizeof *all, cmp_size);
     size_t left = budget;
-    int rc = 0;
+    int rc = linear_cache(&m->head, &left);
     for (int i = 0; i < n && rc == 0; i++)
         rc = linear_cache(all[i], &left);
     m->cache_bytes = budget - left;
@@ -304,11 +304,11 @@ int model_load(const char *dir, size_t cache_budget, model **out)
             goto fail;
         /* transposed so the Markov bias vectorises across the vocabulary (each sum keeps its order) */
         size_t V = (size_t)c->vocab_size, R = (size_t)c->dspark_markov_rank;
-        if (!(m->markov_head_t = dsk_malloc(sizeof(float) * V * R)) || own(m, m->markov_head_t))
+        if (!(m->markov_head_t = dsk_malloc(sizeof(uint16_t) * V * R)) || own(m, m->markov_head_t))
             goto fail;
         for (size_t v = 0; v < V; v++)
             for (size_t r = 0; r < R; r++)
-                m->markov_head_t[r * V + v] = bf16_to_f32(m->markov_head[v * R + r]);
+                m->markov_head_t[r * V + v] = m->markov_head[v * R + r];
     }
     if (cache_linears(m, cache_budget))
         goto fail;

@@ -9,6 +9,7 @@
 #include "runtime/model/generate.h"
 
 #include <math.h>
+#include <sys/wait.h>
 #include <string.h>
 
 #define GOLDEN_N 16
@@ -88,8 +89,55 @@ static void test_golden(void **state)
     free(dump_draft);
 }
 
+/* Run the dskit program; stdout into out (NUL-terminated), returns the exit status. */
+static int run_dskit(const char *args, char *out, size_t cap)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s/dskit %s 2>/dev/null", test_binary_dir(), args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* dskit run reproduces the golden run through the CLI: ids on stdout, the same logits dump, with and
+ * without --draft; text prompts tokenize; a wrong backend is a usage error. */
+static void test_cli(void **state)
+{
+    (void)state;
+    char args[4096], out[4096], dump[1200];
+    snprintf(dump, sizeof dump, "%s/logits.f32", model_test_root);
+    for (int draft = 0; draft < 2; draft++) {
+        snprintf(args, sizeof args,
+                 "run --backend cpu --model %s/ckpt --prompt-ids \"0 1042 77 128799 5000 313 99 64000 12 2 40000 7 "
+                 "1042 77 8191 3 65 129279 0 500\" --max-tokens 16 --temperature 0.7 --seed 11 --print-ids "
+                 "--dump-logits %s%s",
+                 model_test_root, dump, draft ? " --draft" : "");
+        assert_int_equal(run_dskit(args, out, sizeof out), 0);
+        char want[512] = "";
+        for (int i = 0; i < GOLDEN_N; i++)
+            snprintf(want + strlen(want), sizeof want - strlen(want), "%s%d", i ? " " : "", golden_ids[i]);
+        strcat(want, "\n");
+        assert_string_equal(out, want);
+        char *data;
+        size_t len;
+        assert_ok(dsk_read_file(dump, &data, &len));
+        assert_int_equal(len, sizeof(float) * (size_t)GOLDEN_N * M->cfg.vocab_size);
+        assert_true(dsk_xxh64(data, len) == golden_logits_xxh64);
+        free(data);
+    }
+    snprintf(args, sizeof args, "run --backend cpu --model %s/ckpt --prompt \"The capital of France\" --max-tokens 4",
+             model_test_root);
+    assert_int_equal(run_dskit(args, out, sizeof out), 0);
+    assert_true(strlen(out) > 1);
+    snprintf(args, sizeof args, "run --backend gpu --model %s/ckpt --prompt x", model_test_root);
+    assert_int_equal(run_dskit(args, out, sizeof out), 2);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_golden)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_golden), cmocka_unit_test(test_cli)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }

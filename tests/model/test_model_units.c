@@ -288,6 +288,10 @@ static void test_linear_vs_exl3(void **state)
     assert_ok(linear_f32(&l, x, m, got));
     linear_set_threads(1);
     assert_memory_equal(got, want, sizeof want);
+    linear_use_portable(1);
+    assert_ok(linear_f32(&l, x, m, got));
+    linear_use_portable(0);
+    assert_memory_equal(got, want, sizeof want);
     assert_ok(linear_apply_cols(&l, x, m, 128, 256, part));
     for (int r = 0; r < m; r++)
         assert_memory_equal(part + r * 128, want + r * n + 128, sizeof(float) * 128);
