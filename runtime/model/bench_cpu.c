@@ -27,7 +27,7 @@ typedef struct {
 
 static int parse(int argc, char **argv, bench_opts *o)
 {
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* every option takes a value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--model") && v)
             o->model_dir = v;
@@ -47,7 +47,6 @@ static int parse(int argc, char **argv, bench_opts *o)
             return dsk_err("bench cpu: unknown or incomplete option '%s' (options: --model DIR, --prompt-len N, "
                            "--decode N, --threads N, --reps N)",
                            a);
-        i++;
     }
     return 0;
 }

@@ -2,6 +2,7 @@
 #include "runtime/common/error.h"
 #include "runtime/common/numerics.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -88,10 +89,17 @@ static void axpy128_portable(float *acc, float x, const uint16_t *w)
 static void (*axpy128)(float *, float, const uint16_t *);
 static pthread_once_t axpy_once = PTHREAD_ONCE_INIT;
 
+/* F16C is CPUID leaf 1, ECX bit 29 (read directly: clang's __builtin_cpu_supports has no "f16c"). */
+static int cpu_has_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
+}
+
 static void pick_axpy(void)
 {
     __builtin_cpu_init();
-    axpy128 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") ? axpy128_f16c : axpy128_portable;
+    axpy128 = __builtin_cpu_supports("avx2") && cpu_has_f16c() ? axpy128_f16c : axpy128_portable;
 }
 
 void linear_use_portable(int on)

@@ -407,6 +407,8 @@ static int encode_added(tok_enc *e, int pass, const uint8_t *s, size_t n)
         if (tok_ids_push(e->out, a->id))
             return -1;
         done = stop;
+        /* after an rstrip, search on from what it took (HF searches on from the token's end and
+         * would overlap a token that starts with whitespace; no tokenizer we know has one) */
         at = stop > at + len ? stop : at + len;
     }
     if (n > done)

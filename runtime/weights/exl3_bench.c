@@ -27,7 +27,7 @@ static const char *cb_names[3] = {"3INST", "MCG", "MUL1"};
 int bench_exl3_cpu(int argc, char **argv)
 {
     long k = 4096, n = 4096, reps = 3;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* every option takes a value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int r;
         if (!strcmp(a, "--k") && v)
@@ -44,7 +44,6 @@ int bench_exl3_cpu(int argc, char **argv)
             fprintf(stderr, "dskit bench exl3-cpu: %s\n", r ? dsk_err_msg() : "k and n must be multiples of 128");
             return 2;
         }
-        i++;
     }
     size_t kn = (size_t)k * (size_t)n;
     uint16_t *trellis = dsk_malloc(kn), *suh = dsk_malloc((size_t)k * 2), *svh = dsk_malloc((size_t)n * 2);
