@@ -25,6 +25,10 @@ static int run(const char *cmd, char *out, size_t cap)
     assert_non_null(p);
     size_t n = fread(out, 1, cap - 1, p);
     out[n] = 0;
+    /* drain what did not fit: closing the pipe early would kill the command with SIGPIPE */
+    char sink[4096];
+    while (fread(sink, 1, sizeof sink, p) > 0) {
+    }
     int st = pclose(p);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
