@@ -202,6 +202,7 @@ static int families(const kit *k, CUstream s, CUdeviceptr big, double roof)
     int rrows[] = {1, 16, 4096};
     for (size_t ri = 0; ri < 3; ri++) {
         CU_TRY(cu.cuMemsetD32(z, 0, (size_t)rrows[ri])); /* positions 0 */
+        CU_TRY(cu.cuCtxSynchronize()); /* the memset ran on the legacy stream */
         c.a = x, c.b = z, c.c = w, c.i0 = rrows[ri], c.i1 = 64, c.i2 = 512, c.i3 = 64;
         double us = gpu_time_us(s, 20, 7, launch_rope, &c);
         if (us < 0)
@@ -289,7 +290,10 @@ int bench_kit(int argc, char **argv)
         return 2;
     }
     /* fill with bytes so the read is of real data */
-    cu.cuMemsetD32(big, 0x3c003c00u, bytes / 4);
+    if (cu.cuMemsetD32(big, 0x3c003c00u, bytes / 4) != CUDA_SUCCESS || cu.cuCtxSynchronize() != CUDA_SUCCESS) {
+        fprintf(stderr, "dskit bench kit: cannot fill the buffer on GPU 0\n");
+        return 2;
+    }
     printf("\nstreaming read on %s (%d SMs), %.0f MiB buffer\n%-12s %10s %10s\n", g.name, g.sms,
            (double)bytes / (1 << 20), "blocks", "time us", "GB/s");
     double best = 0;

@@ -42,11 +42,11 @@ static void open_driver(void)
         open_rc = -1;
         return;
     }
-#define DSK_CU_RESOLVE(f)                                                                          \
+#define DSK_CU_RESOLVE(f, version)                                                                          \
     {                                                                                              \
         CUdriverProcAddressQueryResult st;                                                         \
         void *p = NULL;                                                                            \
-        if (getproc(#f, &p, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS || !p) { \
+        if (getproc(#f, &p, version, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS || !p) { \
             snprintf(open_msg, sizeof open_msg,                                                    \
                      "no CUDA device: the driver has no %s (needs a driver for CUDA %d.%d)", #f,   \
                      CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10);                               \

@@ -1,58 +1,62 @@
 /* The CUDA driver API, opened at run time with dlopen so that dskit runs (CPU paths, verify, tokenize)
  * on machines without a GPU and says "no CUDA device" clearly when one is needed. Functions are
- * resolved through cuGetProcAddress at the API version of the cuda.h we compile against, so the
- * versioned entry points (_v2, ...) match their prototypes. Call as cu.cuMemAlloc(...). */
+ * resolved through cuGetProcAddress, each at the version of the prototype cuda.h declares for it, so
+ * the versioned entry points (_v2, ...) match their prototypes. Call as cu.cuMemAlloc(...). */
 #ifndef DSK_CUDA_API_H
 #define DSK_CUDA_API_H
 
 #include <cuda.h>
 
-#define DSK_CU_FUNCS(X)                                                                            \
-    X(cuDriverGetVersion)                                                                          \
-    X(cuDeviceGet)                                                                                 \
-    X(cuDeviceGetCount)                                                                            \
-    X(cuDeviceGetName)                                                                             \
-    X(cuDeviceGetAttribute)                                                                        \
-    X(cuDeviceTotalMem)                                                                            \
-    X(cuDevicePrimaryCtxRetain)                                                                    \
-    X(cuDevicePrimaryCtxRelease)                                                                   \
-    X(cuCtxSetCurrent)                                                                             \
-    X(cuCtxSynchronize)                                                                            \
-    X(cuCtxSetLimit)                                                                               \
-    X(cuModuleLoadData)                                                                            \
-    X(cuModuleUnload)                                                                              \
-    X(cuModuleGetFunction)                                                                         \
-    X(cuModuleGetLoadingMode)                                                                      \
-    X(cuFuncSetAttribute)                                                                          \
-    X(cuFuncGetAttribute)                                                                          \
-    X(cuFuncLoad)                                                                                  \
-    X(cuLaunchKernel)                                                                              \
-    X(cuLaunchKernelEx)                                                                            \
-    X(cuMemAlloc)                                                                                  \
-    X(cuMemFree)                                                                                   \
-    X(cuMemGetInfo)                                                                                \
-    X(cuMemAllocHost)                                                                              \
-    X(cuMemFreeHost)                                                                               \
-    X(cuMemcpyHtoD)                                                                                \
-    X(cuMemcpyDtoH)                                                                                \
-    X(cuMemcpyDtoD)                                                                                \
-    X(cuMemcpyHtoDAsync)                                                                           \
-    X(cuMemcpyDtoHAsync)                                                                           \
-    X(cuMemsetD8)                                                                                  \
-    X(cuMemsetD32)                                                                                 \
-    X(cuStreamCreate)                                                                              \
-    X(cuStreamDestroy)                                                                             \
-    X(cuStreamSynchronize)                                                                         \
-    X(cuEventCreate)                                                                               \
-    X(cuEventDestroy)                                                                              \
-    X(cuEventRecord)                                                                               \
-    X(cuEventSynchronize)                                                                          \
-    X(cuEventElapsedTime)                                                                          \
-    X(cuGetErrorName)                                                                              \
-    X(cuGetErrorString)
+/* Each entry: the function and the CUDA version of the prototype cuda.h gives it. cuGetProcAddress
+ * returns the newest version at or below the one asked for, and a newer version may take other
+ * arguments (CUDA 13 added cuCtxSynchronize(CUcontext) under the same name as cuCtxSynchronize(void)),
+ * so each is asked for at the version its prototype belongs to. */
+#define DSK_CU_FUNCS(X) \
+    X(cuDriverGetVersion, CUDA_VERSION) \
+    X(cuDeviceGet, CUDA_VERSION) \
+    X(cuDeviceGetCount, CUDA_VERSION) \
+    X(cuDeviceGetName, CUDA_VERSION) \
+    X(cuDeviceGetAttribute, CUDA_VERSION) \
+    X(cuDeviceTotalMem, CUDA_VERSION) \
+    X(cuDevicePrimaryCtxRetain, CUDA_VERSION) \
+    X(cuDevicePrimaryCtxRelease, CUDA_VERSION) \
+    X(cuCtxSetCurrent, CUDA_VERSION) \
+    X(cuCtxSynchronize, 2000) \
+    X(cuCtxSetLimit, CUDA_VERSION) \
+    X(cuModuleLoadData, CUDA_VERSION) \
+    X(cuModuleUnload, CUDA_VERSION) \
+    X(cuModuleGetFunction, CUDA_VERSION) \
+    X(cuModuleGetLoadingMode, CUDA_VERSION) \
+    X(cuFuncSetAttribute, CUDA_VERSION) \
+    X(cuFuncGetAttribute, CUDA_VERSION) \
+    X(cuFuncLoad, CUDA_VERSION) \
+    X(cuLaunchKernel, CUDA_VERSION) \
+    X(cuLaunchKernelEx, CUDA_VERSION) \
+    X(cuMemAlloc, CUDA_VERSION) \
+    X(cuMemFree, CUDA_VERSION) \
+    X(cuMemGetInfo, CUDA_VERSION) \
+    X(cuMemAllocHost, CUDA_VERSION) \
+    X(cuMemFreeHost, CUDA_VERSION) \
+    X(cuMemcpyHtoD, CUDA_VERSION) \
+    X(cuMemcpyDtoH, CUDA_VERSION) \
+    X(cuMemcpyDtoD, CUDA_VERSION) \
+    X(cuMemcpyHtoDAsync, CUDA_VERSION) \
+    X(cuMemcpyDtoHAsync, CUDA_VERSION) \
+    X(cuMemsetD8, CUDA_VERSION) \
+    X(cuMemsetD32, CUDA_VERSION) \
+    X(cuStreamCreate, CUDA_VERSION) \
+    X(cuStreamDestroy, CUDA_VERSION) \
+    X(cuStreamSynchronize, CUDA_VERSION) \
+    X(cuEventCreate, CUDA_VERSION) \
+    X(cuEventDestroy, CUDA_VERSION) \
+    X(cuEventRecord, CUDA_VERSION) \
+    X(cuEventSynchronize, CUDA_VERSION) \
+    X(cuEventElapsedTime, CUDA_VERSION) \
+    X(cuGetErrorName, CUDA_VERSION) \
+    X(cuGetErrorString, CUDA_VERSION)
 
 typedef struct {
-#define DSK_CU_FIELD(f) __typeof__(f) *f;
+#define DSK_CU_FIELD(f, version) __typeof__(f) *f;
     DSK_CU_FUNCS(DSK_CU_FIELD)
 #undef DSK_CU_FIELD
 } dsk_cu_api;

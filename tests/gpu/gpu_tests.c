@@ -36,6 +36,9 @@ CUdeviceptr dev_upload(const void *host, size_t bytes)
 {
     CUdeviceptr d = dev_alloc(bytes);
     cu_must(cu.cuMemcpyHtoD(d, host, bytes), "cuMemcpyHtoD");
+    /* a pageable copy may still be in flight when cuMemcpyHtoD returns; the tests launch on a
+     * non-blocking stream, which does not wait for the legacy stream */
+    cu_must(cu.cuCtxSynchronize(), "cuCtxSynchronize");
     return d;
 }
 
