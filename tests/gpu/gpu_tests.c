@@ -44,6 +44,8 @@ CUdeviceptr dev_upload(const void *host, size_t bytes)
 
 void dev_download(void *host, CUdeviceptr d, size_t bytes)
 {
+    /* the copy runs on the legacy stream, which does not wait for the tests' non-blocking stream */
+    cu_must(cu.cuCtxSynchronize(), "cuCtxSynchronize");
     cu_must(cu.cuMemcpyDtoH(host, d, bytes), "cuMemcpyDtoH");
 }
 
