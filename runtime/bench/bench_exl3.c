@@ -81,14 +81,26 @@ static int fill_x(CUdeviceptr d, size_t n, dsk_rng *r)
 }
 
 /* A batch length that makes one timed batch last about 3 ms. */
-static double time_us(CUstream s, gpu_launch_fn fn, void *ctx)
+static int batch_for(CUstream s, gpu_launch_fn fn, void *ctx)
 {
     double t0 = gpu_time_us(s, 2, 1, fn, ctx);
     if (t0 < 0)
-        return t0;
+        return -1;
     int batch = t0 > 1500 ? 2 : (int)(3000 / (t0 > 1 ? t0 : 1));
-    batch = batch > 400 ? 400 : batch;
-    return gpu_time_us(s, batch, 5, fn, ctx);
+    return batch > 400 ? 400 : batch;
+}
+
+static double time_us(CUstream s, gpu_launch_fn fn, void *ctx)
+{
+    int batch = batch_for(s, fn, ctx);
+    return batch < 0 ? -1 : gpu_time_us(s, batch, 5, fn, ctx);
+}
+
+/* GPU time per call from a replayed CUDA graph of the batch (how decode rounds launch). */
+static double graph_us(CUstream s, gpu_launch_fn fn, void *ctx)
+{
+    int batch = batch_for(s, fn, ctx);
+    return batch < 0 ? -1 : gpu_time_graph_us(s, batch, 5, fn, ctx);
 }
 
 typedef struct {
@@ -433,22 +445,82 @@ static int prompt_table(bench *b)
     return 0;
 }
 
+/* --split-sweep: the decode time of each real shape as the k split varies (the canonical split is
+ * rule_exl3_split; this measures the alternatives, to choose the rule). */
+static int split_sweep(bench *b)
+{
+    dsk_rng r;
+    dsk_rng_seed(&r, 11);
+    const int Ks[] = {2, 4}, rows[] = {1, 8}, cand[] = {1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 64};
+    CUdeviceptr x, y;
+    CU_TRY(cu.cuMemAlloc(&x, (size_t)16 * 8192 * 2));
+    CU_TRY(cu.cuMemAlloc(&y, (size_t)16 * 65536 * 4));
+    if (fill_x(x, (size_t)16 * 8192, &r))
+        return -1;
+    printf("\nk split sweep (MUL1): groups G of qb 128-blocks each; CTAs = G x column blocks\n");
+    printf("%-13s %-12s %2s %4s %4s %4s %6s %10s %10s %9s %s\n", "matrix", "k -> n", "K", "rows", "G", "qb", "CTAs",
+           "eager us", "graph us", "Tw/s", "canonical");
+    for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++)
+        for (int ki = 0; ki < 2; ki++) {
+            int k = shapes[sh][0], n = shapes[sh][1], K = Ks[ki], kb = k / 128;
+            mat_set m;
+            if (mat_set_make(b, &m, k, n, K, &r) || mat_set_codebook(&m, 2))
+                return -1;
+            int canon_qb = m.L[0].qb, last_qb = -1;
+            for (size_t ci = 0; ci < sizeof cand / sizeof cand[0]; ci++) {
+                int qb = (kb + cand[ci] - 1) / cand[ci];
+                if (cand[ci] > kb || qb == last_qb)
+                    continue;
+                last_qb = qb;
+                for (int i = 0; i < m.ncopy; i++) {
+                    exl3_desc d;
+                    m.L[i].qb = qb;
+                    m.L[i].groups = (kb + qb - 1) / qb;
+                    exl3_desc_fill(&m.L[i], &d);
+                    CU_TRY(cu.cuMemcpyHtoD(m.L[i].desc, &d, sizeof d));
+                }
+                CU_TRY(cu.cuCtxSynchronize());
+                const exl3_dev_linear *one[1] = {&m.L[0]};
+                if (ws_need(b, exl3_ws_bytes_matmul(one, 1, 16)))
+                    return -1;
+                for (int ri = 0; ri < 2; ri++) {
+                    mm_ctx ctx = {b, m.L, m.ncopy, 0, x, y, rows[ri], EXL3_OUT_F32};
+                    double us = time_us(b->s, launch_mm, &ctx), gus = graph_us(b->s, launch_mm, &ctx);
+                    if (us < 0 || gus < 0)
+                        return -1;
+                    char kn[24];
+                    snprintf(kn, sizeof kn, "%d->%d", k, n);
+                    printf("%-13s %-12s %2d %4d %4d %4d %6d %10.2f %10.2f %9.3f %s\n", shape_names[sh], kn, K,
+                           rows[ri], m.L[0].groups, qb, m.L[0].groups * (n / 128), us, gus,
+                           (double)k * n / (gus * 1e-6) / 1e12, qb == canon_qb ? "*" : "");
+                    fflush(stdout);
+                }
+            }
+            mat_set_free(&m);
+        }
+    cu.cuMemFree(x);
+    cu.cuMemFree(y);
+    return 0;
+}
+
 int bench_exl3(int argc, char **argv)
 {
-    int quick = 0;
+    int quick = 0, sweep = 0;
     const char *path = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick"))
             quick = 1;
+        else if (!strcmp(argv[i], "--split-sweep"))
+            sweep = 1;
         else if (argv[i][0] != '-' && !path)
             path = argv[i];
         else {
-            fprintf(stderr, "usage: dskit bench exl3 KIT [--quick]\n");
+            fprintf(stderr, "usage: dskit bench exl3 KIT [--quick | --split-sweep]\n");
             return 2;
         }
     }
     if (!path) {
-        fprintf(stderr, "usage: dskit bench exl3 KIT [--quick]\n");
+        fprintf(stderr, "usage: dskit bench exl3 KIT [--quick | --split-sweep]\n");
         return 2;
     }
     bench b;
@@ -475,7 +547,7 @@ int bench_exl3(int argc, char **argv)
     printf("EXL3 kernels on %s (%d SMs); streaming-read roofline %.1f GB/s (same run)\n", b.g.name, b.g.sms, b.roof);
     printf("Tw/s = decoded weights per second / 1e12; GB/s = trellis + suh/svh + x + y bytes / time\n");
     fflush(stdout);
-    if (decode_table(&b, quick) || moe_table(&b, quick) || (!quick && prompt_table(&b)))
+    if (sweep ? split_sweep(&b) : (decode_table(&b, quick) || moe_table(&b, quick) || (!quick && prompt_table(&b))))
         goto done;
     printf("\ntotal %.1f s\n", dsk_now() - t0);
     rc = 0;

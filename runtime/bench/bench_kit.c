@@ -175,65 +175,64 @@ static int launch_topk(void *p)
     return op_topk(c->k, c->s, c->a, c->e, c->i0, c->i1, c->i2, c->l0, c->c, c->d);
 }
 
-static void row(const char *op, const char *shape, double us, double bytes, double roof_gbs)
+/* One table row: eager (host launches back to back) and graph (replayed CUDA graph: the GPU's own
+ * time, as decode rounds launch); bandwidth from the graph time. */
+static int row(const char *op, const char *shape, CUstream s, int batch, gpu_launch_fn fn, void *ctx, double bytes,
+               double roof_gbs)
 {
-    double gbs = bytes / (us * 1e-6) / 1e9;
-    printf("%-12s %-30s %10.2f %10.1f %7.1f%%\n", op, shape, us, gbs, 100.0 * gbs / roof_gbs);
+    double us = gpu_time_us(s, batch, 7, fn, ctx), gus = gpu_time_graph_us(s, batch, 7, fn, ctx);
+    if (us < 0 || gus < 0)
+        return -1;
+    double gbs = bytes / (gus * 1e-6) / 1e9;
+    printf("%-12s %-30s %10.2f %10.2f %10.1f %7.1f%%\n", op, shape, us, gus, gbs, 100.0 * gbs / roof_gbs);
+    return 0;
 }
 
 static int families(const kit *k, CUstream s, CUdeviceptr big, double roof)
 {
     launch_ctx c = {.k = k, .s = s};
     char shape[64];
-    printf("\n%-12s %-30s %10s %10s %8s\n", "family", "shape", "time us", "GB/s", "roof");
+    printf("\n%-12s %-30s %10s %10s %10s %8s\n", "family", "shape", "eager us", "graph us", "GB/s", "roof");
     /* buffers carved from the big one: inputs need no particular values for timing, only sizes */
-    CUdeviceptr x = big, w = big + (256ull << 20), y = big + (512ull << 20), z = big + (768ull << 20),
-                v = big + (1024ull << 20);
+    CUdeviceptr x = big, w = big + (256ull << 20), y = big + (512ull << 20), z = big + (768ull << 20);
     int widths[] = {512, 1280, 5120}, nrows[] = {1, 16, 4096};
     for (size_t wi = 0; wi < 3; wi++)
         for (size_t ri = 0; ri < 3; ri++) {
             c.a = x, c.b = w, c.c = y, c.i0 = nrows[ri], c.i1 = widths[wi], c.f0 = 1e-6f;
-            double us = gpu_time_us(s, 20, 7, launch_rmsnorm, &c);
-            if (us < 0)
-                return -1;
             snprintf(shape, sizeof shape, "rows %d x %d", nrows[ri], widths[wi]);
-            row("rmsnorm", shape, us, 2.0 * 2 * nrows[ri] * widths[wi] + 2.0 * widths[wi], roof);
+            double bytes = 2.0 * 2 * nrows[ri] * widths[wi] + 2.0 * widths[wi];
+            if (row("rmsnorm", shape, s, 20, launch_rmsnorm, &c, bytes, roof))
+                return -1;
         }
     int rrows[] = {1, 16, 4096};
     for (size_t ri = 0; ri < 3; ri++) {
         CU_TRY(cu.cuMemsetD32(z, 0, (size_t)rrows[ri])); /* positions 0 */
-        CU_TRY(cu.cuCtxSynchronize()); /* the memset ran on the legacy stream */
+        CU_TRY(cu.cuCtxSynchronize());                   /* the memset ran on the legacy stream */
         c.a = x, c.b = z, c.c = w, c.i0 = rrows[ri], c.i1 = 64, c.i2 = 512, c.i3 = 64;
-        double us = gpu_time_us(s, 20, 7, launch_rope, &c);
-        if (us < 0)
-            return -1;
         snprintf(shape, sizeof shape, "rows %d x 64 heads x 512, R 64", rrows[ri]);
-        row("rope", shape, us, 2.0 * 2 * rrows[ri] * 64 * 64, roof);
+        if (row("rope", shape, s, 20, launch_rope, &c, 2.0 * 2 * rrows[ri] * 64 * 64, roof))
+            return -1;
     }
     int mm_n[] = {384, 32}, mm_rows[] = {1, 4, 16};
     for (size_t ni = 0; ni < 2; ni++)
         for (size_t ri = 0; ri < 3; ri++) {
             c.a = x, c.b = w, c.c = y, c.i0 = mm_rows[ri], c.i1 = 5120, c.i2 = mm_n[ni];
-            double us = gpu_time_us(s, 20, 7, launch_rowmm, &c);
-            if (us < 0)
-                return -1;
             snprintf(shape, sizeof shape, "rows %d, 5120 -> %d", mm_rows[ri], mm_n[ni]);
-            row("rowmm_bf16", shape, us, 2.0 * 5120 * mm_n[ni] + 2.0 * mm_rows[ri] * 5120, roof);
+            double bytes = 2.0 * 5120 * mm_n[ni] + 2.0 * mm_rows[ri] * 5120;
+            if (row("rowmm_bf16", shape, s, 20, launch_rowmm, &c, bytes, roof))
+                return -1;
         }
     struct {
         int rows, N, k, bias;
     } tk[] = {{1, 384, 6, 1}, {16, 384, 6, 1}, {1, 16384, 512, 0}, {1, 1048576, 512, 0}, {4, 1048576, 512, 0},
               {1, 131072, 2048, 0}};
     for (size_t i = 0; i < sizeof tk / sizeof tk[0]; i++) {
-        c.a = x, c.e = tk[i].bias ? w : 0, c.c = y, c.d = z, c.i0 = tk[i].rows, c.i1 = tk[i].N, c.i2 = tk[i].k,
+        c.a = x, c.e = tk[i].bias ? w : 0, c.c = y, c.d = z, c.i0 = tk[i].rows, c.i1 = tk[i].N, c.i2 = tk[i].k;
         c.l0 = tk[i].N;
-        double us = gpu_time_us(s, 10, 7, launch_topk, &c);
-        if (us < 0)
-            return -1;
         snprintf(shape, sizeof shape, "rows %d, top %d of %d%s", tk[i].rows, tk[i].k, tk[i].N, tk[i].bias ? " +bias" : "");
-        row("topk", shape, us, 4.0 * tk[i].rows * tk[i].N, roof);
+        if (row("topk", shape, s, 10, launch_topk, &c, 4.0 * tk[i].rows * tk[i].N, roof))
+            return -1;
     }
-    (void)v;
     return 0;
 }
 

@@ -52,6 +52,12 @@
     X(cuEventRecord, CUDA_VERSION) \
     X(cuEventSynchronize, CUDA_VERSION) \
     X(cuEventElapsedTime, CUDA_VERSION) \
+    X(cuStreamBeginCapture, CUDA_VERSION) \
+    X(cuStreamEndCapture, CUDA_VERSION) \
+    X(cuGraphInstantiateWithFlags, CUDA_VERSION) \
+    X(cuGraphLaunch, CUDA_VERSION) \
+    X(cuGraphExecDestroy, CUDA_VERSION) \
+    X(cuGraphDestroy, CUDA_VERSION) \
     X(cuGetErrorName, CUDA_VERSION) \
     X(cuGetErrorString, CUDA_VERSION)
 

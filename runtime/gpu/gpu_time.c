@@ -49,3 +49,52 @@ out:
     free(t);
     return result;
 }
+
+double gpu_time_graph_us(CUstream s, int batch, int repeats, gpu_launch_fn launch, void *ctx)
+{
+    CUgraph graph = NULL;
+    CUgraphExec exec = NULL;
+    CUevent a = NULL, b = NULL;
+    double *t = calloc((size_t)repeats + 1, sizeof(double)), result = -1;
+    CUresult r = cu.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    if (!t || r != CUDA_SUCCESS) {
+        dsk_cu_fail(r, "cuStreamBeginCapture");
+        goto out;
+    }
+    int failed = 0;
+    for (int i = 0; i < batch && !failed; i++)
+        failed = launch(ctx);
+    r = cu.cuStreamEndCapture(s, &graph);
+    if (failed)
+        goto out;
+    if (r != CUDA_SUCCESS || (r = cu.cuGraphInstantiateWithFlags(&exec, graph, 0)) != CUDA_SUCCESS ||
+        (r = cu.cuEventCreate(&a, CU_EVENT_DEFAULT)) != CUDA_SUCCESS ||
+        (r = cu.cuEventCreate(&b, CU_EVENT_DEFAULT)) != CUDA_SUCCESS ||
+        (r = cu.cuGraphLaunch(exec, s)) != CUDA_SUCCESS || (r = cu.cuStreamSynchronize(s)) != CUDA_SUCCESS) {
+        dsk_cu_fail(r, "capturing the launches in a graph");
+        goto out;
+    }
+    for (int i = 0; i < repeats; i++) {
+        float ms;
+        if ((r = cu.cuEventRecord(a, s)) != CUDA_SUCCESS || (r = cu.cuGraphLaunch(exec, s)) != CUDA_SUCCESS ||
+            (r = cu.cuEventRecord(b, s)) != CUDA_SUCCESS || (r = cu.cuEventSynchronize(b)) != CUDA_SUCCESS ||
+            (r = cu.cuEventElapsedTime(&ms, a, b)) != CUDA_SUCCESS) {
+            dsk_cu_fail(r, "replaying the graph");
+            goto out;
+        }
+        t[i] = 1000.0 * ms / batch;
+    }
+    qsort(t, (size_t)repeats, sizeof(double), cmp_double);
+    result = t[repeats / 2];
+out:
+    if (exec)
+        cu.cuGraphExecDestroy(exec);
+    if (graph)
+        cu.cuGraphDestroy(graph);
+    if (a)
+        cu.cuEventDestroy(a);
+    if (b)
+        cu.cuEventDestroy(b);
+    free(t);
+    return result;
+}
