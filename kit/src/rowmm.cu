@@ -7,7 +7,24 @@
 // B column g: the same permutation of K on both operands, so the products are the true ones.
 #include "dskit_kernel.cuh"
 
-#define KSPLIT 8
+#define KSPLIT 16 // warps per block, each a fixed range of K
+#define BATCH (P_M > 8 ? 6 : 10) // 32-wide K blocks whose loads are in flight together
+
+// Loads as volatile asm so they stay ahead of the batch's mmas (the compiler otherwise sinks each load
+// next to its use to save registers, which leaves one load in flight per warp).
+__device__ __forceinline__ uint4 ld_stream(const uint4 *p)
+{
+    uint4 v;
+    asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ uint4 ld_cached(const uint4 *p)
+{
+    uint4 v;
+    asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
 
 __device__ __forceinline__ void mma_bf16(float c[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1)
 {
@@ -30,13 +47,28 @@ DSK_KERNEL void __launch_bounds__(KSPLIT * 32) DSK_SYMBOL(const u16 *__restrict_
     const uint4 *xa = g < rows && g < P_M ? (const uint4 *)(x + (i64)g * K) + q : nullptr;
     const uint4 *xb = g + 8 < rows && g + 8 < P_M ? (const uint4 *)(x + (i64)(g + 8) * K) + q : nullptr;
     float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll 4
-    for (int b = b0; b < b1; b++) {
-        uint4 wv = wp ? __ldcs(wp + 4 * b) : zero;
-        uint4 av = xa ? __ldg(xa + 4 * b) : zero;
-        uint4 bv = xb ? __ldg(xb + 4 * b) : zero;
-        mma_bf16(c, av.x, bv.x, av.y, bv.y, wv.x, wv.y);
-        mma_bf16(c, av.z, bv.z, av.w, bv.w, wv.z, wv.w);
+    /* a batch's loads are all issued before its mmas; absent operands (columns past N, rows past `rows`)
+     * load from a valid address and are replaced by zeros at use */
+    const uint4 *wl = wp ? wp : (const uint4 *)w + q, *al = xa ? xa : (const uint4 *)x + q,
+                *bl = xb ? xb : (const uint4 *)x + q;
+    for (int bb = b0; bb < b1; bb += BATCH) {
+        uint4 wv[BATCH], av[BATCH], bv[BATCH];
+#pragma unroll
+        for (int u = 0; u < BATCH; u++) {
+            int b = min(bb + u, b1 - 1);
+            wv[u] = ld_stream(wl + 4 * b);
+            av[u] = ld_cached(al + 4 * b);
+            if (P_M > 8)
+                bv[u] = ld_cached(bl + 4 * b);
+        }
+#pragma unroll
+        for (int u = 0; u < BATCH; u++) {
+            if (bb + u < b1) {
+                uint4 wu = wp ? wv[u] : zero, au = xa ? av[u] : zero, bu = P_M > 8 && xb ? bv[u] : zero;
+                mma_bf16(c, au.x, bu.x, au.y, bu.y, wu.x, wu.y);
+                mma_bf16(c, au.z, bu.z, au.w, bu.w, wu.z, wu.w);
+            }
+        }
     }
     __shared__ float part[KSPLIT][4][32];
 #pragma unroll

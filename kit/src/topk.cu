@@ -2,7 +2,8 @@
 // lower index, NaN below everything, -0 equal to +0. One block per row. Four 8-bit radix passes find
 // the k-th largest key exactly; an ordered pass over tiles (block scans) then writes the chosen indices
 // in ascending index order, with their unbiased scores. Router: k <= 16 of N <= 1024 (with bias);
-// indexer: k = 512 of N up to 1,048,576; candidate blocks: k = 2048.
+// indexer: k = 512 of N up to 1,048,576; candidate blocks: k = 2048. AGG picks how a warp counts
+// digits: 0 shared-memory atomics into the warp's histogram, 1 one add per distinct digit (match_any).
 #include "topk_common.cuh"
 
 #define V 4               // consecutive elements per thread in the ordered pass
@@ -71,10 +72,15 @@ DSK_KERNEL void __launch_bounds__(P_T) DSK_SYMBOL(const float *__restrict__ scor
                 if ((key & mask) == prefix)
                     digit = (int)((key >> shift) & 255);
             }
+#if P_AGG
             // lanes with the same digit add once, through their lowest lane
             u32 same = __match_any_sync(0xffffffffu, digit);
             if (digit >= 0 && lane == __ffs(same) - 1)
                 hist[warp][digit] += __popc(same);
+#else
+            if (digit >= 0)
+                atomicAdd(&hist[warp][digit], 1);
+#endif
         }
         __syncthreads();
         // digit totals, then warp 0 finds the digit holding the need-th largest (digits 255 down to 0)
