@@ -45,7 +45,7 @@ static int add_topk(need_list *l, const char *why, int N, int k)
     int npl = rule_topk_small_npl(N, k);
     if (npl)
         return add(l, why, "topk_small", 1, "NPL", npl);
-    return add(l, why, "topk", 2, "T", rule_topk_threads(N), "AGG", rule_topk_agg(N));
+    return add(l, why, "topk", 1, "T", rule_topk_threads(N));
 }
 
 int needs_for_model(const model_config *c, const needs_settings *s, need_list *out)
@@ -70,10 +70,8 @@ int needs_for_model(const model_config *c, const needs_settings *s, need_list *o
     int64_t max_rows_cache = c->max_seq_len;
     if (c->n_index_source_layers > 0) {
         int n_long = max_rows_cache > 1 << 30 ? 1 << 30 : (int)max_rows_cache;
-        rc |= add(out, "indexer top-k", "topk", 2, "T", rule_topk_threads(c->index_topk), "AGG",
-                  rule_topk_agg(c->index_topk));
-        rc |= add(out, "indexer top-k, long context", "topk", 2, "T", rule_topk_threads(n_long), "AGG",
-                  rule_topk_agg(n_long));
+        rc |= add(out, "indexer top-k", "topk", 1, "T", rule_topk_threads(c->index_topk));
+        rc |= add(out, "indexer top-k, long context", "topk", 1, "T", rule_topk_threads(n_long));
     }
     if (c->candidate_source_layer >= 0) {
         int64_t blocks = (max_rows_cache + c->candidate_block_size - 1) / c->candidate_block_size;

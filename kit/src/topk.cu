@@ -2,12 +2,11 @@
 // lower index, NaN below everything, -0 equal to +0. One block per row. Four 8-bit radix passes find
 // the k-th largest key exactly; an ordered pass over tiles (block scans) then writes the chosen indices
 // in ascending index order, with their unbiased scores. Router: k <= 16 of N <= 1024 (with bias);
-// indexer: k = 512 of N up to 1,048,576; candidate blocks: k = 2048. AGG picks how a warp counts
-// digits: 0 shared-memory atomics into the warp's histogram, 1 one add per distinct digit (match_any).
+// indexer: k = 512 of N up to 1,048,576; candidate blocks: k = 2048. One shared histogram with plain
+// atomics measured fastest on the H200 (per-warp histograms: 1.5x slower; match_any aggregation: 1.7x).
 #include "topk_common.cuh"
 
 #define V 4               // consecutive elements per thread in the ordered pass
-#define WARPS (P_T / 32)  // one private histogram per warp: no contention between warps
 
 // Exclusive prefix sum over the block; *total gets the block's sum. sh holds 33 ints.
 __device__ int block_excl_scan(int v, int *total, int *sh)
@@ -51,7 +50,7 @@ DSK_KERNEL void __launch_bounds__(P_T) DSK_SYMBOL(const float *__restrict__ scor
     const float *s = scores + (i64)blockIdx.x * ld;
     out_idx += (i64)blockIdx.x * k;
     out_val += (i64)blockIdx.x * k;
-    __shared__ int hist[WARPS][256];
+    __shared__ int hist[256];
     __shared__ int sh[33];
     __shared__ u32 s_prefix;
     __shared__ int s_need;
@@ -61,41 +60,21 @@ DSK_KERNEL void __launch_bounds__(P_T) DSK_SYMBOL(const float *__restrict__ scor
     u32 prefix = 0, mask = 0;
     int need = k;
     for (int shift = 24; shift >= 0; shift -= 8) {
-        for (int i = threadIdx.x; i < WARPS * 256; i += P_T)
-            (&hist[0][0])[i] = 0;
+        for (int i = threadIdx.x; i < 256; i += P_T)
+            hist[i] = 0;
         __syncthreads();
-        for (i64 i0 = 0; i0 < N; i0 += P_T) {
-            i64 i = i0 + threadIdx.x;
-            int digit = -1;
-            if (i < N) {
-                u32 key = topk_order_key(topk_source(s, bias, i));
-                if ((key & mask) == prefix)
-                    digit = (int)((key >> shift) & 255);
-            }
-#if P_AGG
-            // lanes with the same digit add once, through their lowest lane
-            u32 same = __match_any_sync(0xffffffffu, digit);
-            if (digit >= 0 && lane == __ffs(same) - 1)
-                hist[warp][digit] += __popc(same);
-#else
-            if (digit >= 0)
-                atomicAdd(&hist[warp][digit], 1);
-#endif
+        for (int i = threadIdx.x; i < N; i += P_T) {
+            u32 key = topk_order_key(topk_source(s, bias, i));
+            if ((key & mask) == prefix)
+                atomicAdd(&hist[(key >> shift) & 255], 1);
         }
         __syncthreads();
-        // digit totals, then warp 0 finds the digit holding the need-th largest (digits 255 down to 0)
-        for (int d = threadIdx.x; d < 256; d += P_T) {
-            int t = 0;
-            for (int w = 0; w < WARPS; w++)
-                t += hist[w][d];
-            hist[0][d] = t;
-        }
-        __syncthreads();
+        // warp 0 finds the digit holding the need-th largest (digits 255 down to 0)
         if (warp == 0) {
             int cnt[8], lane_sum = 0;
 #pragma unroll
             for (int j = 0; j < 8; j++) {
-                cnt[j] = hist[0][255 - 8 * lane - j];
+                cnt[j] = hist[255 - 8 * lane - j];
                 lane_sum += cnt[j];
             }
             int incl = lane_sum; // inclusive scan from the top digit down

@@ -175,17 +175,6 @@ static int launch_topk(void *p)
     return op_topk(c->k, c->s, c->a, c->e, c->i0, c->i1, c->i2, c->l0, c->c, c->d);
 }
 
-/* The radix top-k with a chosen digit-counting method (AGG = i3), to compare the two. */
-static int launch_topk_agg(void *p)
-{
-    launch_ctx *c = p;
-    const kit_kernel *kk = kit_findf(c->k, "topk", "T=1024,AGG=%d", c->i3);
-    if (!kk)
-        return -1;
-    void *args[] = {&c->a, &c->e, &c->i1, &c->i2, &c->l0, &c->c, &c->d};
-    return kit_launch(kk, (unsigned)c->i0, 1, 1, c->s, args, 7);
-}
-
 /* One table row: eager (host launches back to back) and graph (replayed CUDA graph: the GPU's own
  * time, as decode rounds launch); bandwidth from the graph time. */
 static int row(const char *op, const char *shape, CUstream s, int batch, gpu_launch_fn fn, void *ctx, double bytes,
@@ -244,12 +233,7 @@ static int families(const kit *k, CUstream s, CUdeviceptr big, double roof)
         if (row("topk", shape, s, 10, launch_topk, &c, 4.0 * tk[i].rows * tk[i].N, roof))
             return -1;
     }
-    for (int agg = 0; agg < 2; agg++) {
-        c.a = x, c.e = 0, c.c = y, c.d = z, c.i0 = 1, c.i1 = 1048576, c.i2 = 512, c.i3 = agg, c.l0 = 1048576;
-        snprintf(shape, sizeof shape, "rows 1, top 512 of 1048576, AGG %d", agg);
-        if (row("topk", shape, s, 5, launch_topk_agg, &c, 4.0 * 1048576, roof))
-            return -1;
-    }
+
     return 0;
 }
 

@@ -62,7 +62,7 @@ int op_topk(const kit *k, CUstream s, CUdeviceptr scores, CUdeviceptr bias, int 
         void *args[] = {&scores, &bias, &N, &kk_, &ld, &rows, &idx, &val};
         return kit_launch(kk, (unsigned)((rows + 3) / 4), 1, 1, s, args, 8);
     }
-    const kit_kernel *kk = kit_findf(k, "topk", "T=%d,AGG=%d", rule_topk_threads(N), rule_topk_agg(N));
+    const kit_kernel *kk = kit_findf(k, "topk", "T=%d", rule_topk_threads(N));
     if (!kk)
         return -1;
     void *args[] = {&scores, &bias, &N, &kk_, &ld, &idx, &val};

@@ -14,12 +14,6 @@ int rule_topk_threads(int N)
     return N <= 4096 ? 256 : 1024;
 }
 
-int rule_topk_agg(int N)
-{
-    (void)N;
-    return 0;
-}
-
 int rule_topk_small_npl(int N, int k)
 {
     if (k > 16 || N > 32 * 32)

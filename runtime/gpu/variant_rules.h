@@ -5,9 +5,8 @@
 
 /* rmsnorm: threads per row for a width. */
 int rule_rmsnorm_threads(int width);
-/* topk: threads per row of the radix kernel for N entries, and how its warps count digits. */
+/* topk: threads per row of the radix kernel for N entries. */
 int rule_topk_threads(int N);
-int rule_topk_agg(int N);
 /* topk_small: elements per lane of the warp-per-row kernel (k <= 16, N <= 1024), 0 when the radix
  * kernel runs instead. */
 int rule_topk_small_npl(int N, int k);
