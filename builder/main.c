@@ -342,9 +342,8 @@ static int compile_all(build_state *b, int njobs)
 /* Keep only the variants a model needs (dskit-build --for); a need the spec cannot produce is an error. */
 static int keep_needed(const char *model_dir, build_state *b)
 {
-    model_config cfg;
     need_list needs;
-    if (model_config_load(model_dir, &cfg) || needs_for_model(&cfg, NULL, &needs))
+    if (needs_for_model_dir(model_dir, NULL, &needs))
         return dsk_err_ctx("--for %s", model_dir);
     int kept = 0, rc = 0;
     char *keep = dsk_calloc((size_t)b->nvars + 1, 1);

@@ -1,6 +1,7 @@
 #include "manifest/needs.h"
 #include "runtime/common/error.h"
 #include "runtime/gpu/variant_rules.h"
+#include "runtime/weights/safetensors.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -78,6 +79,81 @@ int needs_for_model(const model_config *c, const needs_settings *s, need_list *o
         rc |= add_topk(out, "candidate blocks", blocks > 1 << 30 ? 1 << 30 : (int)blocks, c->candidate_topk_blocks);
     }
     if (rc) {
+        need_list_free(out);
+        return -1;
+    }
+    return 0;
+}
+
+/* Add the variants of rule_exl3_variants for one (K, codebook, MoE or not). */
+static int add_exl3(need_list *l, int K, int cb, int max_rows, int moe)
+{
+    rule_variant v[16];
+    int n = rule_exl3_variants(K, cb, max_rows, moe, v, 16);
+    if (n > 16)
+        return dsk_err("needs: %d EXL3 variants for K %d, codebook %d (at most 16 expected)", n, K, cb);
+    char why[96];
+    snprintf(why, sizeof why, "EXL3 linears at %d bits, codebook %s%s", K, cb == 2 ? "MUL1" : cb == 1 ? "MCG" : "3INST",
+             moe ? " (routed experts)" : "");
+    for (int i = 0; i < n; i++) {
+        need nd;
+        memset(&nd, 0, sizeof nd);
+        snprintf(nd.family, sizeof nd.family, "%s", v[i].family);
+        snprintf(nd.why, sizeof nd.why, "%s", why);
+        if (mf_params_parse(v[i].params, nd.param, MANIFEST_MAX_PARAMS, &nd.nparams))
+            return -1;
+        int dup = 0;
+        for (int j = 0; j < l->n && !dup; j++)
+            dup = need_matches_params(&l->v[j], nd.family, nd.param, nd.nparams);
+        if (dup)
+            continue;
+        need *grown = dsk_realloc(l->v, sizeof(need) * (size_t)(l->n + 1));
+        if (!grown)
+            return -1;
+        l->v = grown;
+        l->v[l->n++] = nd;
+    }
+    return 0;
+}
+
+/* Every distinct (K, codebook, routed-expert) of the checkpoint's EXL3 linears. */
+static int add_checkpoint(const char *dir, int max_rows, need_list *out)
+{
+    st_set *set;
+    if (st_open(dir, &set))
+        return dsk_err_ctx("reading the checkpoint in %s", dir);
+    int seen[9][3][2] = {{{0}}}, rc = 0;
+    for (int i = 0; i < st_count(set) && !rc; i++) {
+        const st_tensor *t = st_at(set, i);
+        size_t len = strlen(t->name);
+        if (len < 8 || strcmp(t->name + len - 8, ".trellis"))
+            continue;
+        if (t->ndim != 3 || t->shape[2] % 16 || t->shape[2] / 16 < 1 || t->shape[2] / 16 > 8) {
+            rc = dsk_err("%s: an EXL3 trellis must be [k/16, n/16, 16*K] with K in 1..8", t->name);
+            break;
+        }
+        char prefix[512];
+        snprintf(prefix, sizeof prefix, "%.*s", (int)(len - 8), t->name);
+        char mcg[540], mul1[540];
+        snprintf(mcg, sizeof mcg, "%s.mcg", prefix);
+        snprintf(mul1, sizeof mul1, "%s.mul1", prefix);
+        int cb = st_get(set, mul1) ? 2 : st_get(set, mcg) ? 1 : 0;
+        int K = (int)(t->shape[2] / 16), moe = strstr(t->name, ".ffn.experts.") != NULL;
+        if (!seen[K][cb][moe]) {
+            seen[K][cb][moe] = 1;
+            rc = add_exl3(out, K, cb, max_rows, moe);
+        }
+    }
+    st_close(set);
+    return rc;
+}
+
+int needs_for_model_dir(const char *dir, const needs_settings *s, need_list *out)
+{
+    model_config cfg;
+    if (model_config_load(dir, &cfg) || needs_for_model(&cfg, s, out))
+        return -1;
+    if (add_checkpoint(dir, s && s->max_rows > 0 ? s->max_rows : 64, out)) {
         need_list_free(out);
         return -1;
     }

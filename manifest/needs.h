@@ -24,7 +24,12 @@ typedef struct {
     int n;
 } need_list;
 
+/* What the config alone decides (norms, RoPE, routers, indexer, candidates). */
 int needs_for_model(const model_config *c, const needs_settings *s, need_list *out);
+/* The whole list for a model folder: its config.json, plus the EXL3 variants of every (bits, codebook)
+ * its checkpoint's linears use, read from the safetensors headers. A folder without a checkpoint is
+ * an error naming it. */
+int needs_for_model_dir(const char *dir, const needs_settings *s, need_list *out);
 /* Whether a manifest kernel is the variant a need asks for. */
 int need_matches(const need *n, const mf_kernel *k);
 int need_matches_params(const need *n, const char *family, const mf_param *p, int np);

@@ -91,9 +91,8 @@ static void print_report(const char *path, const verify_report *r, int json, dou
 /* Every variant the model in model_dir needs must be in the kit: one NEEDS line per absent one. */
 static int needs_check(const char *model_dir, verify_report *r)
 {
-    model_config cfg;
     need_list needs;
-    if (model_config_load(model_dir, &cfg) || needs_for_model(&cfg, NULL, &needs))
+    if (needs_for_model_dir(model_dir, NULL, &needs))
         return dsk_err_ctx("--needs %s", model_dir);
     int rc = 0;
     for (int i = 0; i < needs.n && !rc; i++) {

@@ -359,8 +359,10 @@ static void test_needs(void **state)
              "set -e; %s/dskit mkmodel --preset tiny --seed 3 --out %s/tiny >/dev/null; mkdir -p %s/wide; "
              "sed -e 's/\"n_routed_experts\": *[0-9]*/\"n_routed_experts\": 384/' "
              "-e 's/\"num_experts_per_tok\": *[0-9]*/\"num_experts_per_tok\": 6/' %s/tiny/config.json > %s/wide/config.json; "
-             "grep -q '\"n_routed_experts\": 384' %s/wide/config.json",
-             test_binary_dir(), tmpdir, tmpdir, tmpdir, tmpdir, tmpdir);
+             "grep -q '\"n_routed_experts\": 384' %s/wide/config.json; "
+             "for f in %s/tiny/*.safetensors %s/tiny/model.safetensors.index.json; do ln -s \"$f\" %s/wide/; done; "
+             "%s/dskit mkmodel --preset tiny --seed 3 --codebook mcg --out %s/tinymcg >/dev/null",
+             test_binary_dir(), tmpdir, tmpdir, tmpdir, tmpdir, tmpdir, tmpdir, tmpdir, tmpdir, test_binary_dir(), tmpdir);
     assert_int_equal(run(cmd, out, sizeof out), 0);
     /* the full kit covers the tiny model */
     char arg[600];
@@ -384,6 +386,11 @@ static void test_needs(void **state)
     snprintf(arg, sizeof arg, "--needs %s/wide", tmpdir);
     assert_int_equal(verify(small, arg, out, sizeof out), 1);
     assert_non_null(strstr(out, "NEEDS    topk_small NPL=12"));
+    /* the EXL3 variants come from the checkpoint: the same model in the MCG codebook needs others */
+    snprintf(arg, sizeof arg, "--needs %s/tinymcg", tmpdir);
+    assert_int_equal(verify(small, arg, out, sizeof out), 1);
+    assert_non_null(strstr(out, "NEEDS    exl3_mm K=2,CB=1,M=8"));
+    assert_int_equal(verify(kit90, arg, out, sizeof out), 0);
     /* a folder with no config.json: a usage / I/O error */
     snprintf(arg, sizeof arg, "--needs %s/nothing-here", tmpdir);
     assert_int_equal(verify(small, arg, out, sizeof out), 2);
