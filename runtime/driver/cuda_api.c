@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 dsk_cu_api cu;
@@ -17,6 +18,10 @@ typedef CUresult (*getproc_fn)(const char *, void **, int, cuuint64_t, CUdriverP
 
 static void open_driver(void)
 {
+    /* Every kernel is resolved at start anyway (kit_load), so lazy loading only defers work; eager
+     * loading measured faster to a resolved kit on the H200 (dskit bench kit: 0.37 s against 0.42 s
+     * for the whole process). A user's own CUDA_MODULE_LOADING is kept. */
+    setenv("CUDA_MODULE_LOADING", "EAGER", 0);
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
         snprintf(open_msg, sizeof open_msg, "no CUDA device: cannot load the driver library libcuda.so.1 (%s)",
