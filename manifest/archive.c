@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { KIT_ZSTD_LEVEL = 19, MAX_ENTRY_SIZE = 1 << 30 };
+/* zstd 12: 1.6 MB for the sm_90 kit in 0.5 s; 19 saves 0.5 MB but takes 8 s on every build */
+enum { KIT_ZSTD_LEVEL = 12, MAX_ENTRY_SIZE = 1 << 30 };
 
 const kit_entry *kit_entries_find(const kit_entries *a, const char *path)
 {
