@@ -157,7 +157,9 @@ int kit_load(kit *k, const dsk_gpu *g)
         CUresult r = cu.cuModuleGetFunction(&kk->fn, k->modules[kk->module], mk->symbol);
         if (r == CUDA_SUCCESS)
             r = cu.cuFuncLoad(kk->fn); /* resolve now, also under lazy loading: never during a capture */
-        if (r == CUDA_SUCCESS && mk->smem > 48 * 1024) {
+        /* a block gets more than 48 KiB of shared memory, static and dynamic together, only after the
+         * dynamic limit is raised */
+        if (r == CUDA_SUCCESS && mk->smem + mk->smem_static > 48 * 1024) {
             if (mk->smem + mk->smem_static > g->smem_optin)
                 return dsk_err("kit %s: kernel %s needs %d + %d bytes of shared memory, GPU %d allows %d",
                                k->path, mk->symbol, mk->smem, mk->smem_static, g->ordinal, g->smem_optin);
