@@ -204,6 +204,10 @@ int cmd_run(int argc, char **argv)
     if (tok && !o.print_ids && tok_stream_flush(&oc.ts, &oc.buf) == 0)
         fwrite(oc.buf.data, 1, oc.buf.len, stdout);
     printf("\n");
+    if (fflush(stdout) || ferror(stdout)) { /* the text before the summary on stderr, also when redirected */
+        fprintf(stderr, "dskit run: writing the output failed\n");
+        goto done;
+    }
     if (dump && fclose(dump)) {
         dump = NULL;
         fprintf(stderr, "dskit run: writing %s failed\n", o.dump);
