@@ -41,12 +41,16 @@ static int add(need_list *l, const char *why, const char *family, int np, ...)
     return 0;
 }
 
+/* The top-k of rows of up to N entries: one block per row (short rows), several (long rows). */
 static int add_topk(need_list *l, const char *why, int N, int k)
 {
     int npl = rule_topk_small_npl(N, k);
     if (npl)
         return add(l, why, "topk_small", 1, "NPL", npl);
-    return add(l, why, "topk", 1, "T", rule_topk_threads(N));
+    int rc = add(l, why, "topk", 1, "T", rule_topk_threads(N < RULE_TOPK_MB_MIN_N ? N : RULE_TOPK_MB_MIN_N - 1));
+    if (rule_topk_blocks(N) > 1)
+        rc |= add(l, why, "topk_mb", 1, "T", 256);
+    return rc;
 }
 
 int needs_for_model(const model_config *c, const needs_settings *s, need_list *out)
@@ -72,7 +76,7 @@ int needs_for_model(const model_config *c, const needs_settings *s, need_list *o
     if (c->n_index_source_layers > 0) {
         int n_long = max_rows_cache > 1 << 30 ? 1 << 30 : (int)max_rows_cache;
         rc |= add(out, "indexer top-k", "topk", 1, "T", rule_topk_threads(c->index_topk));
-        rc |= add(out, "indexer top-k, long context", "topk", 1, "T", rule_topk_threads(n_long));
+        rc |= add_topk(out, "indexer top-k, long context", n_long, c->index_topk);
     }
     if (c->candidate_source_layer >= 0) {
         int64_t blocks = (max_rows_cache + c->candidate_block_size - 1) / c->candidate_block_size;

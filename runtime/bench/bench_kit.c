@@ -8,6 +8,7 @@
 #include "runtime/driver/kit.h"
 #include "runtime/gpu/gpu_time.h"
 #include "runtime/gpu/ops.h"
+#include "runtime/gpu/variant_rules.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,7 +140,8 @@ static int load_only(const char *path)
 typedef struct {
     const kit *k;
     CUstream s;
-    CUdeviceptr a, b, c, d, e;
+    CUdeviceptr a, b, c, d, e, ws;
+    size_t ws_bytes;
     int i0, i1, i2, i3;
     int64_t l0;
     float f0;
@@ -172,7 +174,7 @@ static int launch_rowmm(void *p)
 static int launch_topk(void *p)
 {
     launch_ctx *c = p;
-    return op_topk(c->k, c->s, c->a, c->e, c->i0, c->i1, c->i2, c->l0, c->c, c->d);
+    return op_topk_blocks(c->k, c->s, c->a, c->e, c->i0, c->i1, c->i2, c->l0, c->c, c->d, c->ws, c->ws_bytes, c->i3);
 }
 
 /* One table row: eager (host launches back to back) and graph (replayed CUDA graph: the GPU's own
@@ -184,7 +186,7 @@ static int row(const char *op, const char *shape, CUstream s, int batch, gpu_lau
     if (us < 0 || gus < 0)
         return -1;
     double gbs = bytes / (gus * 1e-6) / 1e9;
-    printf("%-12s %-30s %10.2f %10.2f %10.1f %7.1f%%\n", op, shape, us, gus, gbs, 100.0 * gbs / roof_gbs);
+    printf("%-12s %-42s %10.2f %10.2f %10.1f %7.1f%%\n", op, shape, us, gus, gbs, 100.0 * gbs / roof_gbs);
     return 0;
 }
 
@@ -192,7 +194,7 @@ static int families(const kit *k, CUstream s, CUdeviceptr big, double roof)
 {
     launch_ctx c = {.k = k, .s = s};
     char shape[64];
-    printf("\n%-12s %-30s %10s %10s %10s %8s\n", "family", "shape", "eager us", "graph us", "GB/s", "roof");
+    printf("\n%-12s %-42s %10s %10s %10s %8s\n", "family", "shape", "eager us", "graph us", "GB/s", "roof");
     /* buffers carved from the big one: inputs need no particular values for timing, only sizes */
     CUdeviceptr x = big, w = big + (256ull << 20), y = big + (512ull << 20), z = big + (768ull << 20);
     int widths[] = {512, 1280, 5120}, nrows[] = {1, 16, 4096};
@@ -222,17 +224,58 @@ static int families(const kit *k, CUstream s, CUdeviceptr big, double roof)
             if (row("rowmm_bf16", shape, s, 20, launch_rowmm, &c, bytes, roof))
                 return -1;
         }
+    /* top-k scores: random normal values (the buffer's constant fill would put every key in one bin),
+     * and one row of a single repeated value, the worst case of the radix passes */
+    enum { TK_FLOATS = 4 << 20 };
+    float *h = malloc(sizeof(float) * TK_FLOATS);
+    if (!h)
+        return dsk_err("bench kit: out of host memory");
+    dsk_rng r;
+    dsk_rng_seed(&r, 7);
+    for (int i = 0; i < TK_FLOATS; i++)
+        h[i] = dsk_rng_normal(&r);
+    CUdeviceptr tie = big + (1280ull << 20), ws = big + (1536ull << 20);
+    CUresult cr = cu.cuMemcpyHtoD(x, h, sizeof(float) * TK_FLOATS);
+    if (cr == CUDA_SUCCESS)
+        cr = cu.cuMemcpyHtoD(w, h, sizeof(float) * 1024); /* a bias */
+    free(h);
+    CU_TRY(cr);
+    CU_TRY(cu.cuMemsetD32(tie, 0x3f800000u, 1 << 20));
+    CU_TRY(cu.cuCtxSynchronize());
     struct {
-        int rows, N, k, bias;
-    } tk[] = {{1, 384, 6, 1}, {16, 384, 6, 1}, {1, 16384, 512, 0}, {1, 1048576, 512, 0}, {4, 1048576, 512, 0},
-              {1, 131072, 2048, 0}};
+        int rows, N, k, bias, ties;
+    } tk[] = {{1, 384, 6, 1, 0},       {16, 384, 6, 1, 0},       {1, 16384, 512, 0, 0},   {1, 32768, 512, 0, 0},
+              {1, 131072, 2048, 0, 0}, {1, 262144, 512, 0, 0},   {1, 1048576, 512, 0, 0}, {4, 1048576, 512, 0, 0},
+              {1, 1048576, 512, 0, 1}};
     for (size_t i = 0; i < sizeof tk / sizeof tk[0]; i++) {
-        c.a = x, c.e = tk[i].bias ? w : 0, c.c = y, c.d = z, c.i0 = tk[i].rows, c.i1 = tk[i].N, c.i2 = tk[i].k;
-        c.l0 = tk[i].N;
-        snprintf(shape, sizeof shape, "rows %d, top %d of %d%s", tk[i].rows, tk[i].k, tk[i].N, tk[i].bias ? " +bias" : "");
-        if (row("topk", shape, s, 10, launch_topk, &c, 4.0 * tk[i].rows * tk[i].N, roof))
-            return -1;
+        /* the rule's choice; where that is several blocks per row, one block per row beside it */
+        int rule = rule_topk_blocks(tk[i].N);
+        for (int v = 0; v < (rule > 1 ? 2 : 1); v++) {
+            int nb = v ? 1 : rule;
+            c.a = tk[i].ties ? tie : x, c.e = tk[i].bias ? w : 0, c.c = y, c.d = z, c.i0 = tk[i].rows;
+            c.i1 = tk[i].N, c.i2 = tk[i].k, c.i3 = nb, c.l0 = tk[i].N, c.ws = ws;
+            c.ws_bytes = op_topk_ws_bytes_blocks(tk[i].rows, nb);
+            snprintf(shape, sizeof shape, "rows %d, top %d of %d%s%s, %d bl", tk[i].rows, tk[i].k, tk[i].N,
+                     tk[i].bias ? " +bias" : "", tk[i].ties ? " equal" : "", nb);
+            if (row("topk", shape, s, 10, launch_topk, &c, 4.0 * tk[i].rows * tk[i].N, roof))
+                return -1;
+        }
     }
+    /* the multi-block top-k at other slice lengths (entries per block): what rule_topk_blocks chooses from */
+    struct {
+        int rows, N;
+    } sw[] = {{1, 32768}, {1, 131072}, {1, 1048576}, {4, 1048576}};
+    for (size_t i = 0; i < sizeof sw / sizeof sw[0]; i++)
+        for (int slice = 16384; slice >= 1024; slice /= 2) {
+            int nb = sw[i].N / slice;
+            if (nb < 2 || nb > 1024)
+                continue;
+            c.a = x, c.e = 0, c.c = y, c.d = z, c.i0 = sw[i].rows, c.i1 = sw[i].N, c.i2 = 512, c.i3 = nb;
+            c.l0 = sw[i].N, c.ws = ws, c.ws_bytes = op_topk_ws_bytes_blocks(sw[i].rows, nb);
+            snprintf(shape, sizeof shape, "sweep: rows %d, top 512 of %d, %d bl", sw[i].rows, sw[i].N, nb);
+            if (row("topk", shape, s, 10, launch_topk, &c, 4.0 * sw[i].rows * sw[i].N, roof))
+                return -1;
+        }
 
     return 0;
 }

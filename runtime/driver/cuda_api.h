@@ -44,6 +44,7 @@
     X(cuMemcpyDtoHAsync, CUDA_VERSION) \
     X(cuMemsetD8, CUDA_VERSION) \
     X(cuMemsetD32, CUDA_VERSION) \
+    X(cuMemsetD32Async, CUDA_VERSION) \
     X(cuStreamCreate, CUDA_VERSION) \
     X(cuStreamDestroy, CUDA_VERSION) \
     X(cuStreamSynchronize, CUDA_VERSION) \

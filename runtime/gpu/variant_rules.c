@@ -21,6 +21,15 @@ int rule_topk_small_npl(int N, int k)
     return N <= 128 ? 4 : N <= 384 ? 12 : 32;
 }
 
+int rule_topk_blocks(int N)
+{
+    /* slices of about 4096 entries (16 per thread), at most 1024 blocks per row */
+    if (N < RULE_TOPK_MB_MIN_N)
+        return 1;
+    int b = (N + 4095) / 4096;
+    return b > 1024 ? 1024 : b;
+}
+
 int rule_rowmm_bucket(int rows)
 {
     return rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : rows <= 8 ? 8 : 16;

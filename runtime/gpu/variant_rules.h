@@ -10,6 +10,10 @@ int rule_topk_threads(int N);
 /* topk_small: elements per lane of the warp-per-row kernel (k <= 16, N <= 1024), 0 when the radix
  * kernel runs instead. */
 int rule_topk_small_npl(int N, int k);
+/* topk_mb: blocks per row for N entries; 1 when one block per row (topk or topk_small) runs instead,
+ * i.e. for N < RULE_TOPK_MB_MIN_N. */
+enum { RULE_TOPK_MB_MIN_N = 32768 };
+int rule_topk_blocks(int N);
 /* rowmm_bf16: the row bucket (1, 2, 4, 8, 16) of a launch of `rows` rows (<= 16 per launch). */
 int rule_rowmm_bucket(int rows);
 

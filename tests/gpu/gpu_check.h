@@ -21,6 +21,8 @@ CUdeviceptr dev_upload(const void *host, size_t bytes);
 CUdeviceptr dev_alloc(size_t bytes);
 void dev_download(void *host, CUdeviceptr d, size_t bytes);
 void dev_free(CUdeviceptr d);
+/* Fill with a byte value (poisons outputs between runs that reuse them). */
+void dev_memset(CUdeviceptr d, unsigned char v, size_t bytes);
 void dev_sync(gpu_ctx *c);
 /* Abort with the dskit error message if rc != 0. */
 void must(int rc, const char *what);

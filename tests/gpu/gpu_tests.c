@@ -49,6 +49,14 @@ void dev_download(void *host, CUdeviceptr d, size_t bytes)
     cu_must(cu.cuMemcpyDtoH(host, d, bytes), "cuMemcpyDtoH");
 }
 
+void dev_memset(CUdeviceptr d, unsigned char v, size_t bytes)
+{
+    /* legacy stream, like the copies: wait for the tests' stream before, and for the memset after */
+    cu_must(cu.cuCtxSynchronize(), "cuCtxSynchronize");
+    cu_must(cu.cuMemsetD8(d, v, bytes), "cuMemsetD8");
+    cu_must(cu.cuCtxSynchronize(), "cuCtxSynchronize");
+}
+
 void dev_free(CUdeviceptr d)
 {
     cu.cuMemFree(d);

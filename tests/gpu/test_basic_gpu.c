@@ -4,6 +4,7 @@
 #include "runtime/common/numerics.h"
 #include "runtime/common/rng.h"
 #include "runtime/gpu/ops.h"
+#include "runtime/gpu/variant_rules.h"
 #include "runtime/ref/ref_ops.h"
 #include "tests/gpu/gpu_check.h"
 
@@ -234,22 +235,39 @@ void test_topk(gpu_ctx *c)
             b[i] = cases[ci].bias ? 0.1f * dsk_rng_normal(&r) : 0.0f;
         CUdeviceptr ds = dev_upload(s, n * 4), db = cases[ci].bias ? dev_upload(b, (size_t)N * 4) : 0,
                     di = dev_alloc((size_t)rows * k * 4), dv = dev_alloc((size_t)rows * k * 4);
-        must(op_topk(c->k, c->s, ds, db, rows, N, k, N, di, dv), "topk");
-        dev_sync(c);
-        int32_t *idx = xmalloc((size_t)rows * k * 4), *ridx = xmalloc((size_t)k * 4);
-        float *val = xmalloc((size_t)rows * k * 4), *rval = xmalloc((size_t)k * 4);
-        dev_download(idx, di, (size_t)rows * k * 4);
-        dev_download(val, dv, (size_t)rows * k * 4);
-        int bad_rows = 0;
-        for (int row = 0; row < rows; row++) {
-            ref_topk(s + (size_t)row * N, cases[ci].bias ? b : NULL, N, k, ridx, rval);
-            if (memcmp(ridx, idx + (size_t)row * k, (size_t)k * 4) || memcmp(rval, val + (size_t)row * k, (size_t)k * 4))
-                bad_rows++;
+        int32_t *idx = xmalloc((size_t)rows * k * 4), *ridx = xmalloc((size_t)rows * k * 4);
+        float *val = xmalloc((size_t)rows * k * 4), *rval = xmalloc((size_t)rows * k * 4);
+        for (int row = 0; row < rows; row++)
+            ref_topk(s + (size_t)row * N, cases[ci].bias ? b : NULL, N, k, ridx + (size_t)row * k,
+                     rval + (size_t)row * k);
+        /* the rule's choice, then one block per row and several (slices shorter than k, ties across
+         * slices), each against the CPU */
+        int blocks[] = {0, 1, 5, 64};
+        for (int bi = 0; bi < 4; bi++) {
+            if (blocks[bi] > N)
+                continue;
+            int nb = blocks[bi] ? blocks[bi] : rule_topk_blocks(N);
+            size_t wsb = op_topk_ws_bytes_blocks(rows, nb);
+            CUdeviceptr ws = wsb ? dev_alloc(wsb) : 0;
+            dev_memset(di, 0xff, (size_t)rows * k * 4);
+            dev_memset(dv, 0xff, (size_t)rows * k * 4);
+            must(op_topk_blocks(c->k, c->s, ds, db, rows, N, k, N, di, dv, ws, wsb, nb), "topk");
+            dev_sync(c);
+            dev_download(idx, di, (size_t)rows * k * 4);
+            dev_download(val, dv, (size_t)rows * k * 4);
+            int bad_rows = 0;
+            for (int row = 0; row < rows; row++)
+                if (memcmp(ridx + (size_t)row * k, idx + (size_t)row * k, (size_t)k * 4) ||
+                    memcmp(rval + (size_t)row * k, val + (size_t)row * k, (size_t)k * 4))
+                    bad_rows++;
+            char shape[96];
+            snprintf(shape, sizeof shape, "rows %d, top %d of %d%s%s, %d block%s%s", rows, k, N,
+                     cases[ci].bias ? " +bias" : "", cases[ci].levels ? " ties" : "", nb, nb > 1 ? "s" : "",
+                     blocks[bi] ? "" : " (rule)");
+            check(c, bad_rows == 0, "topk", shape, "%d of %d rows differ from the CPU", bad_rows, rows);
+            if (ws)
+                dev_free(ws);
         }
-        char shape[64];
-        snprintf(shape, sizeof shape, "rows %d, top %d of %d%s%s", rows, k, N, cases[ci].bias ? " +bias" : "",
-                 cases[ci].levels ? " ties" : "");
-        check(c, bad_rows == 0, "topk", shape, "%d of %d rows differ from the CPU", bad_rows, rows);
         dev_free(ds);
         if (db)
             dev_free(db);
