@@ -195,19 +195,39 @@ __device__ __forceinline__ void load_stage(unsigned char *st, const mm_args &A, 
     }
 }
 
-// x' of 128-block kb for the tile's valid rows, computed here (fused input transform).
-__device__ __forceinline__ void transform_stage(unsigned char *st, const mm_job &J, const u16 *const *rowptr,
-                                                int kb)
+// The fused input transform reads a 128-block of x and suh one block ahead into registers (the rows
+// j = warp + r·NWARP of this warp), so the loads are in flight during the previous block's compute.
+#define XPR ((MT + NWARP - 1) / NWARP)
+struct x_ahead {
+    uint2 x[XPR], s;
+};
+
+__device__ __forceinline__ void fetch_x(x_ahead &P, const mm_job &J, const u16 *const *rowptr, int kb)
+{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    P.s = *(const uint2 *)((const u16 *)J.d->suh + kb * 128 + 4 * lane);
+#pragma unroll
+    for (int r = 0; r < XPR; r++) {
+        int j = warp + r * NWARP;
+        if (j < J.nvalid)
+            P.x[r] = *(const uint2 *)(rowptr[j] + kb * 128 + 4 * lane);
+    }
+}
+
+// x' of the fetched 128-block for the tile's valid rows into stage st.
+__device__ __forceinline__ void transform_stage(unsigned char *st, const mm_job &J, const x_ahead &P)
 {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     u32 *xs = (u32 *)(st + WBYTES);
-    uint2 s4 = *(const uint2 *)((const u16 *)J.d->suh + kb * 128 + 4 * lane);
-    for (int j = warp; j < J.nvalid; j += NWARP) {
-        uint2 x4 = *(const uint2 *)(rowptr[j] + kb * 128 + 4 * lane);
-        uint2 r = exl3_transform4(x4, s4, lane);
-        int i = exl3_xf_index(j, lane);
-        xs[i] = r.x;
-        xs[i + 2] = r.y;
+#pragma unroll
+    for (int r = 0; r < XPR; r++) {
+        int j = warp + r * NWARP;
+        if (j < J.nvalid) {
+            uint2 v = exl3_transform4(P.x[r], P.s, lane);
+            int i = exl3_xf_index(j, lane);
+            xs[i] = v.x;
+            xs[i + 2] = v.y;
+        }
     }
 }
 
@@ -321,7 +341,10 @@ __device__ __forceinline__ void out_stage(const float *ybuf, int j, const exl3_d
 
 __device__ __forceinline__ u32 pack_bf16(float a, float b) { return (u32)f32_to_bf16_bits(a) | (u32)f32_to_bf16_bits(b) << 16; }
 
-DSK_KERNEL void __launch_bounds__(NTHR, MT <= 16 ? 4 : MT == 32 ? 2 : 1)
+// CTAs per SM: K <= 2 at 8 rows fits 96 registers and so five (the MoE runs thousands of one-block CTAs)
+#define MINCTAS (MT == 8 && KB <= 2 ? 5 : MT <= 16 ? 4 : MT == 32 ? 2 : 1)
+
+DSK_KERNEL void __launch_bounds__(NTHR, MINCTAS)
     DSK_SYMBOL(const exl3_desc *d0, const exl3_desc *d1, const exl3_desc *d2, const exl3_desc *d3, const u16 *x,
                void *y, float *part, u32 *cnt, u32 *rcnt, const int *plan, u16 *yslot, const float *rweight,
                int rows, int ldx, int ldy, int nmat, int mode, int flags, int topk, int tcap, i64 xf_stride)
@@ -369,8 +392,13 @@ DSK_KERNEL void __launch_bounds__(NTHR, MT <= 16 ? 4 : MT == 32 ? 2 : 1)
 
     load_stage(smem, A, J, kb0);
     exl3_cp_commit();
-    if (fused)
-        transform_stage(smem, J, rowptr, kb0);
+    x_ahead xa;
+    if (fused) {
+        fetch_x(xa, J, rowptr, kb0);
+        transform_stage(smem, J, xa);
+        if (kb0 + 1 < kb1)
+            fetch_x(xa, J, rowptr, kb0 + 1);
+    }
     int in_group = 0; // blocks of the current group done (FOLD)
     for (int kb = kb0; kb < kb1; kb++) {
         int s = (kb - kb0) & 1;
@@ -378,8 +406,11 @@ DSK_KERNEL void __launch_bounds__(NTHR, MT <= 16 ? 4 : MT == 32 ? 2 : 1)
         if (kb + 1 < kb1) {
             load_stage(nxt, A, J, kb + 1);
             exl3_cp_commit();
-            if (fused)
-                transform_stage(nxt, J, rowptr, kb + 1);
+            if (fused) {
+                transform_stage(nxt, J, xa);
+                if (kb + 2 < kb1)
+                    fetch_x(xa, J, rowptr, kb + 2);
+            }
             exl3_cp_wait<1>();
         } else {
             exl3_cp_wait<0>();
