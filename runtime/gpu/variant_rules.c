@@ -51,12 +51,16 @@ void rule_exl3_split(int k, int n, int *qb, int *groups)
      * 1-row decode is fastest with ~4 CTAs per SM, each as deep in k as that allows (measured over the
      * model's shapes with `dskit bench exl3 KIT --split-sweep`: the head 3.5e12 weights/s at one group,
      * against 3.1e12 at the 1024-pair rule; the experts 25 % faster at two 128-blocks per group than
-     * at one). A function of the shape only: it fixes each output's sum order. */
+     * at one). At least two 128-blocks per group: one-block CTAs spend their time filling the
+     * pipeline (the sweep after the x read-ahead: 5120->1152 16 % and 1152->5120 faster at two).
+     * A function of the shape only: it fixes each output's sum order. */
     int kb = k / 128, nb = n / 128 > 0 ? n / 128 : 1;
     int g = (EXL3_SPLIT_CTAS + nb / 2) / nb;
     g = g > kb ? kb : g;
     g = g < 1 ? 1 : g;
     *qb = kb > 0 ? (kb + g - 1) / g : 1;
+    if (*qb < 2 && kb >= 2)
+        *qb = 2;
     *groups = kb > 0 ? (kb + *qb - 1) / *qb : 1;
 }
 

@@ -83,7 +83,8 @@ static void test_plan_within_needs(void **state)
     }
 }
 
-/* Groups cover k exactly, none empty, about 512 (column block, group) pairs at most. */
+/* Groups cover k exactly, none empty, about 512 (column block, group) pairs at most, two or more
+ * 128-blocks each where k has two. */
 static void test_split(void **state)
 {
     (void)state;
@@ -95,6 +96,7 @@ static void test_split(void **state)
         assert_true(qb >= 1 && g >= 1);
         assert_true((g - 1) * qb < k / 128 && g * qb >= k / 128);
         assert_true(g == 1 || (n / 128) * g <= 512 + n / 128);
+        assert_true(qb >= 2 || k / 128 < 2);
     }
     int qb, g;
     rule_exl3_split(5120, 2304, &qb, &g);
@@ -102,6 +104,12 @@ static void test_split(void **state)
     assert_int_equal(g, 20);
     rule_exl3_split(5120, 64640, &qb, &g);
     assert_int_equal(g, 1); /* 505 column blocks fill the GPU alone */
+    rule_exl3_split(5120, 1152, &qb, &g);
+    assert_int_equal(qb, 2); /* 9 column blocks would take 40 one-block groups: two blocks per group */
+    assert_int_equal(g, 20);
+    rule_exl3_split(128, 256, &qb, &g);
+    assert_int_equal(qb, 1); /* one 128-block of k: one group */
+    assert_int_equal(g, 1);
 }
 
 #define FAKE ((CUdeviceptr)0x100000)
