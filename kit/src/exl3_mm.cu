@@ -356,6 +356,12 @@ DSK_KERNEL void __launch_bounds__(NTHR, MINCTAS)
     __shared__ int s_last;
     const mm_args A = {d0, d1, d2, d3, x, y, part, cnt, rcnt, plan, yslot, rweight, rows, ldx, ldy, nmat, mode, flags,
                        topk, tcap, xf_stride};
+    // Before exl3_pdl_wait only what no earlier kernel writes: the arguments, descriptors and trellis
+    // (dense with a fused transform: resolve and the first trellis stage). MoE tiles come from the
+    // plan and a pre-transformed x' from exl3_had, so those wait first.
+    const int early = mode == EXL3_MODE_DENSE && !(flags & EXL3_F_XF);
+    if (!early)
+        exl3_pdl_wait();
     mm_job J;
     if (!resolve(A, J, rowkey, rowptr, rw))
         return;
@@ -392,6 +398,8 @@ DSK_KERNEL void __launch_bounds__(NTHR, MINCTAS)
 
     load_stage(smem, A, J, kb0);
     exl3_cp_commit();
+    if (early)
+        exl3_pdl_wait();
     x_ahead xa;
     if (fused) {
         fetch_x(xa, J, rowptr, kb0);
@@ -441,6 +449,11 @@ DSK_KERNEL void __launch_bounds__(NTHR, MINCTAS)
                 for (int i = 0; i < 4; i++)
                     chain[t][rg][i] = total[t][rg][i];
     }
+    // The next grid may start once every CTA of this one is past its main loop: earlier, its waiting
+    // CTAs would take free slots and pile up on some SMs (the head at K2 +20 %). At five CTAs per SM
+    // even this placement costs the head 7 %: those variants let the next grid start as they exit.
+    if (MINCTAS < 5)
+        exl3_pdl_launch_next();
 
     // partial sums: split CTAs with more than one group, and both halves of MoE up
     const int need_part = mode == EXL3_MODE_MOE_UP || J.gs > 1;

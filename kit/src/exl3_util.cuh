@@ -10,6 +10,12 @@
 #ifndef EXL3_EMU
 // The kernel's dynamic shared memory.
 #define EXL3_DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
+
+// Programmatic dependent launch (the family is marked "pdl"): wait until the grid before this one has
+// finished and its writes are visible; let the grid after this one start its own prologue. Without
+// the launch attribute both return at once.
+__device__ __forceinline__ void exl3_pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void exl3_pdl_launch_next() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 #endif
 
 #define EXL3_HAD_SCALE 0.088388347648f

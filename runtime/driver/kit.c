@@ -221,9 +221,29 @@ int kit_launch(const kit_kernel *kk, unsigned gx, unsigned gy, unsigned gz, CUst
         return dsk_err("launching %s: %d arguments given, the kernel takes %d", m->symbol, nargs, m->nargs);
     if (!kk->fn)
         return dsk_err("launching %s: the kit is not loaded", m->symbol);
-    CUresult r = cu.cuLaunchKernel(kk->fn, gx, gy, gz, (unsigned)m->block, 1, 1, (unsigned)m->smem, stream, args, NULL);
+    CUresult r;
+    if (m->pdl) {
+        /* programmatic dependent launch: the kernel may start while the previous one on the stream
+         * finishes; it waits for it (griddepcontrol.wait) before reading what it wrote */
+        CUlaunchAttribute attr;
+        memset(&attr, 0, sizeof attr);
+        attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        CUlaunchConfig cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.gridDimX = gx, cfg.gridDimY = gy, cfg.gridDimZ = gz;
+        cfg.blockDimX = (unsigned)m->block, cfg.blockDimY = 1, cfg.blockDimZ = 1;
+        cfg.sharedMemBytes = (unsigned)m->smem;
+        cfg.hStream = stream;
+        cfg.attrs = &attr;
+        cfg.numAttrs = 1;
+        r = cu.cuLaunchKernelEx(&cfg, kk->fn, args, NULL);
+    } else {
+        r = cu.cuLaunchKernel(kk->fn, gx, gy, gz, (unsigned)m->block, 1, 1, (unsigned)m->smem, stream, args, NULL);
+    }
     if (r != CUDA_SUCCESS)
-        return dsk_cu_fail(r, "cuLaunchKernel"), dsk_err_ctx("launching %s (grid %u,%u,%u)", m->symbol, gx, gy, gz);
+        return dsk_cu_fail(r, m->pdl ? "cuLaunchKernelEx" : "cuLaunchKernel"),
+               dsk_err_ctx("launching %s (grid %u,%u,%u)", m->symbol, gx, gy, gz);
     return 0;
 }
 

@@ -96,6 +96,9 @@ static inline u32 exl3_smem_addr(const void *p) { return (u32)((const unsigned c
 static inline void exl3_cp16(u32 saddr, const void *g) { emu_cp16(saddr, g); }
 static inline void exl3_cp_commit() { emu_cp_commit(); }
 template <int N> static inline void exl3_cp_wait() { emu_cp_wait(N); }
+// one grid at a time: nothing to wait for, nobody to start early
+static inline void exl3_pdl_wait() {}
+static inline void exl3_pdl_launch_next() {}
 
 // kernel registry: each variant's translation unit registers its launch adapter under its kit symbol
 typedef void (*emu_entry)(void **args);
