@@ -314,6 +314,13 @@ static CUresult CUDAAPI fake_launch(CUfunction f, unsigned gx, unsigned gy, unsi
     return CUDA_SUCCESS;
 }
 
+/* grids run one at a time here, so a programmatic dependent launch is a plain one */
+static CUresult CUDAAPI fake_launch_ex(const CUlaunchConfig *c, CUfunction f, void **args, void **extra)
+{
+    return fake_launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
+                       c->sharedMemBytes, c->hStream, args, extra);
+}
+
 extern "C" {
 #include "runtime/driver/cuda_api.h"
 #include "runtime/driver/kit.h"
@@ -331,6 +338,7 @@ extern "C" int emu_install(kit *k)
     cu.cuStreamSynchronize = fake_sync;
     cu.cuCtxSynchronize = fake_ctx_sync;
     cu.cuLaunchKernel = fake_launch;
+    cu.cuLaunchKernelEx = fake_launch_ex;
     int missing = 0;
     for (int i = 0; i < kit_nkernels(k); i++) {
         kit_kernel *kk = (kit_kernel *)kit_kernel_at(k, i);
