@@ -7,6 +7,8 @@
 //              that arrives last picks the digit and stores the prefix and the count still needed;
 //   step 4:    every block counts its keys above the threshold and equal to it;
 //   step 5:    every block sums the counts of the blocks before it and writes its chosen entries.
+// The steps are launched with programmatic dependent launch: a step's blocks may start while the
+// previous step finishes and wait (griddepcontrol.wait) before they read anything it wrote.
 #include "topk_radix.cuh"
 
 #define HIST 0        // 4 x 256 ints: the row's histogram of each digit
@@ -18,6 +20,8 @@ DSK_KERNEL void __launch_bounds__(P_T)
     DSK_SYMBOL(const float *__restrict__ scores, const float *__restrict__ bias, int N, int k, i64 ld,
                int *__restrict__ out_idx, float *__restrict__ out_val, int *ws, int ws_stride, int step)
 {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     const int row = blockIdx.y, b = blockIdx.x, nb = gridDim.x;
     const float *s = scores + (i64)row * ld;
     int *w = ws + (i64)row * ws_stride;
