@@ -4,6 +4,8 @@
 #include "runtime/common/error.h"
 #include "runtime/driver/kit.h"
 #include "runtime/gpu/exl3_ops.h"
+#include "runtime/gpu/ops.h"
+#include "runtime/gpu/variant_rules.h"
 #include "tests/common/test_util.h"
 
 #include <stdio.h>
@@ -188,6 +190,34 @@ static void test_bad_shapes_refused(void **state)
     kit_close(k);
 }
 
+/* The top-k launcher's choice of one or several blocks per row, its workspace size and its refusals
+ * (all before anything touches a GPU). */
+static void test_topk_refused(void **state)
+{
+    (void)state;
+    assert_int_equal(rule_topk_blocks(RULE_TOPK_MB_MIN_N - 1), 1);
+    assert_int_equal(rule_topk_blocks(RULE_TOPK_MB_MIN_N), RULE_TOPK_MB_MIN_N / 4096);
+    assert_int_equal(rule_topk_blocks(1 << 20), 256);
+    assert_int_equal(rule_topk_blocks(1 << 30), 1024);
+    assert_int_equal(op_topk_ws_bytes(4, 16384), 0);
+    assert_int_equal(op_topk_ws_bytes(1, 1 << 20), (1040 + 2 * 256) * 4);
+    assert_int_equal(op_topk_ws_bytes(3, 1 << 20), 3 * (1040 + 2 * 256) * 4);
+    kit *k;
+    assert_ok(kit_open(kitpath, NULL, &k));
+    assert_fails_with(op_topk(k, 0, FAKE, 0, 1, 1 << 20, 512, 1 << 20, FAKE, FAKE, 0, 0), "workspace of 6208 bytes",
+                      "got 0");
+    assert_fails_with(op_topk(k, 0, FAKE, 0, 2, 1 << 20, 512, 1 << 20, FAKE, FAKE, FAKE, 6208), "12416 bytes");
+    assert_fails_with(op_topk(k, 0, FAKE, 0, 70000, 1 << 20, 512, 1 << 20, FAKE, FAKE, FAKE, 1ull << 40),
+                      "65535 rows");
+    assert_fails_with(op_topk(k, 0, FAKE, 0, 1, 100, 101, 100, FAKE, FAKE, 0, 0), "k (101) <= N (100)");
+    assert_fails_with(op_topk(k, 0, FAKE, 0, 1, 100, 5, 99, FAKE, FAKE, 0, 0), "<= ld (99)");
+    assert_fails_with(op_topk_blocks(k, 0, FAKE, 0, 1, 100, 5, 100, FAKE, FAKE, FAKE, 1 << 20, 101),
+                      "101 blocks per row for 100 entries");
+    /* a good call gets as far as its launch, which an unloaded kit refuses */
+    assert_fails_with(op_topk_blocks(k, 0, FAKE, 0, 1, 100, 5, 100, FAKE, FAKE, 0, 0, 1), "topk", "not loaded");
+    kit_close(k);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -195,6 +225,7 @@ int main(void)
         cmocka_unit_test(test_plan_within_needs),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_bad_shapes_refused),
+        cmocka_unit_test(test_topk_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
