@@ -1,7 +1,7 @@
 // Top-k of long rows with several blocks per row (grid: blocks x rows), the same result as topk: the
 // k largest keys (score + optional bias), ties to the lower index, written in ascending index order
 // with the unbiased scores. Block b owns the slice [b·L, (b+1)·L) of its row, L = ceil(N / blocks).
-// One launch per step, in stream order, on a workspace the host zeroes first (TOPK_MB_* layout):
+// One launch per step, in stream order, on a workspace the host zeroes first (layout: topk_abi.cuh):
 //   steps 0-3: the 8-bit digit at shift 24 - 8·step of the k-th largest key: every block adds the
 //              histogram of its slice (keys matching the prefix so far) into the row's, and the block
 //              that arrives last picks the digit and stores the prefix and the count still needed;
@@ -9,12 +9,13 @@
 //   step 5:    every block sums the counts of the blocks before it and writes its chosen entries.
 // The steps are launched with programmatic dependent launch: a step's blocks may start while the
 // previous step finishes and wait (griddepcontrol.wait) before they read anything it wrote.
+#include "topk_abi.cuh"
 #include "topk_radix.cuh"
 
-#define HIST 0        // 4 x 256 ints: the row's histogram of each digit
-#define ARRIVE 1024   // 4 ints: blocks done with each digit
-#define STATE 1028    // 4 x (prefix, need) after each digit
-#define COUNTS 1040   // blocks x (above, equal)
+#define HIST TOPK_MB_HIST
+#define ARRIVE TOPK_MB_ARRIVE
+#define STATE TOPK_MB_STATE
+#define COUNTS TOPK_MB_COUNTS
 
 DSK_KERNEL void __launch_bounds__(P_T)
     DSK_SYMBOL(const float *__restrict__ scores, const float *__restrict__ bias, int N, int k, i64 ld,

@@ -1,4 +1,5 @@
 #include "runtime/gpu/ops.h"
+#include "kit/src/topk_abi.cuh"
 #include "runtime/common/error.h"
 #include "runtime/driver/cuda_api.h"
 #include "runtime/gpu/variant_rules.h"
@@ -48,16 +49,9 @@ int op_rowmm_bf16(const kit *k, CUstream s, CUdeviceptr x, CUdeviceptr w, CUdevi
     return 0;
 }
 
-/* topk_mb's workspace per row, in ints: 4 digit histograms of 256, 4 arrival counters, 4 (prefix, need)
- * pairs, padding, then (above, equal) per block (kit/src/topk_mb.cu) */
-static int topk_ws_stride(int blocks)
-{
-    return 1040 + 2 * blocks;
-}
-
 size_t op_topk_ws_bytes_blocks(int rows, int blocks)
 {
-    return blocks > 1 ? (size_t)rows * (size_t)topk_ws_stride(blocks) * 4 : 0;
+    return blocks > 1 ? (size_t)rows * (size_t)TOPK_MB_WS_INTS(blocks) * 4 : 0;
 }
 
 size_t op_topk_ws_bytes(int rows, int N)
@@ -93,7 +87,7 @@ int op_topk_blocks(const kit *k, CUstream s, CUdeviceptr scores, CUdeviceptr bia
         if (!kk)
             return -1;
         CU_TRY(cu.cuMemsetD32Async(ws, 0, need / 4, s));
-        int stride = topk_ws_stride(blocks);
+        int stride = TOPK_MB_WS_INTS(blocks);
         for (int step = 0; step < 6; step++) {
             void *args[] = {&scores, &bias, &N, &kk_, &ld, &idx, &val, &ws, &stride, &step};
             if (kit_launch(kk, (unsigned)blocks, (unsigned)rows, 1, s, args, 10))
