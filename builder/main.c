@@ -7,7 +7,7 @@
 #include "manifest/needs.h"
 #include "runtime/common/error.h"
 #include "runtime/common/util.h"
-#include "verify/verify.h"
+#include "manifest/kitcheck.h"
 
 #include <pthread.h>
 #include <stdio.h>

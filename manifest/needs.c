@@ -1,6 +1,6 @@
 #include "manifest/needs.h"
 #include "runtime/common/error.h"
-#include "runtime/gpu/variant_rules.h"
+#include "manifest/rules/rules.h"
 #include "runtime/weights/safetensors.h"
 
 #include <stdarg.h>

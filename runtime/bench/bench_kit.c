@@ -6,9 +6,9 @@
 #include "runtime/common/rng.h"
 #include "runtime/common/util.h"
 #include "runtime/driver/kit.h"
-#include "runtime/gpu/gpu_time.h"
-#include "runtime/gpu/ops.h"
-#include "runtime/gpu/variant_rules.h"
+#include "runtime/launch/gpu_time.h"
+#include "runtime/launch/basic.h"
+#include "manifest/rules/rules.h"
 
 #include <stdio.h>
 #include <stdlib.h>

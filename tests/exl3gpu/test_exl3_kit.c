@@ -3,9 +3,9 @@
  * sound, and the launchers refuse bad shapes with named errors before launching anything. */
 #include "runtime/common/error.h"
 #include "runtime/driver/kit.h"
-#include "runtime/gpu/exl3_ops.h"
-#include "runtime/gpu/ops.h"
-#include "runtime/gpu/variant_rules.h"
+#include "runtime/launch/exl3.h"
+#include "runtime/launch/basic.h"
+#include "manifest/rules/rules.h"
 #include "tests/common/test_util.h"
 
 #include <stdio.h>

@@ -3,9 +3,12 @@
  * row matmul also bit for bit between a 16-row launch and each row launched alone. */
 #include "runtime/common/numerics.h"
 #include "runtime/common/rng.h"
-#include "runtime/gpu/ops.h"
-#include "runtime/gpu/variant_rules.h"
-#include "runtime/ref/ref_ops.h"
+#include "runtime/launch/basic.h"
+#include "manifest/rules/rules.h"
+#include "runtime/ref/rmsnorm.h"
+#include "runtime/ref/rope.h"
+#include "runtime/ref/rowmm.h"
+#include "runtime/ref/topk.h"
 #include "tests/gpu/gpu_check.h"
 
 #include <math.h>

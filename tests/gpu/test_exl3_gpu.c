@@ -6,9 +6,9 @@
  * MoE with random routing, shared experts, expert-parallel skipping. */
 #include "runtime/common/numerics.h"
 #include "runtime/common/rng.h"
-#include "runtime/gpu/exl3_ops.h"
-#include "runtime/weights/exl3.h"
-#include "runtime/weights/exl3_moe_ref.h"
+#include "runtime/launch/exl3.h"
+#include "runtime/ref/exl3.h"
+#include "runtime/ref/exl3_moe.h"
 #include "tests/gpu/gpu_check.h"
 
 #include <math.h>

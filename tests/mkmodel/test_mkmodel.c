@@ -7,10 +7,10 @@
 #include "runtime/common/rng.h"
 #include "runtime/common/util.h"
 #include "runtime/model/engram_layout.h"
-#include "runtime/model/mkmodel.h"
-#include "runtime/model/model.h"
+#include "runtime/mkmodel/mkmodel.h"
+#include "runtime/cpu/cpu_model.h"
 #include "runtime/tokenizer/tokenizer.h"
-#include "runtime/weights/exl3.h"
+#include "runtime/ref/exl3.h"
 #include "tests/common/test_util.h"
 
 #include <dirent.h>

@@ -7,7 +7,7 @@
 
 #include "runtime/cli.h"
 #include "runtime/common/error.h"
-#include "runtime/model/model.h"
+#include "runtime/cpu/cpu_model.h"
 
 #include <ftw.h>
 #include <inttypes.h>

@@ -6,7 +6,7 @@
 #include "tests/model/model_test_util.h"
 
 #include "runtime/common/util.h"
-#include "runtime/model/generate.h"
+#include "runtime/engine/generate.h"
 
 #include <math.h>
 #include <sys/wait.h>

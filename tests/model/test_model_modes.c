@@ -4,8 +4,8 @@
 #include "tests/model/model_test_util.h"
 
 #include "runtime/common/rng.h"
-#include "runtime/model/generate.h"
-#include "runtime/model/sampling.h"
+#include "runtime/engine/generate.h"
+#include "runtime/ref/sampling.h"
 
 #include <math.h>
 #include <string.h>

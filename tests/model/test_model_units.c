@@ -6,9 +6,9 @@
 #include "runtime/common/error.h"
 #include "runtime/common/numerics.h"
 #include "runtime/common/rng.h"
-#include "runtime/model/kvquant.h"
-#include "runtime/model/ops.h"
-#include "runtime/model/sampling.h"
+#include "runtime/ref/kvquant.h"
+#include "runtime/cpu/layers.h"
+#include "runtime/ref/sampling.h"
 
 #include <math.h>
 #include <string.h>
@@ -212,7 +212,7 @@ static void test_routing(void **state)
     float logits[8] = {0.1f, 2.0f, -1.0f, 1.5f, 1.5f, 3.0f, -4.0f, 0.0f};
     int32_t ids[3];
     float w[3];
-    assert_int_equal(moe_route(&c, &b, logits, ids, w), 3);
+    assert_int_equal(moe_route(c.route_scale, b.n_experts, b.n_active, b.gate_bias, logits, ids, w), 3);
     /* unbiased: 5, 1, and the tie 3/4 goes to 3 */
     assert_int_equal(ids[0], 1);
     assert_int_equal(ids[1], 3);
@@ -224,7 +224,7 @@ static void test_routing(void **state)
     assert_true(fabsf(w[0] + w[1] + w[2] - 1.5f) < 1e-6f);
     /* a bias changes the selection, not the weights' source */
     bias[6] = 10.0f;
-    assert_int_equal(moe_route(&c, &b, logits, ids, w), 3);
+    assert_int_equal(moe_route(c.route_scale, b.n_experts, b.n_active, b.gate_bias, logits, ids, w), 3);
     assert_int_equal(ids[0], 1);
     assert_int_equal(ids[1], 5);
     assert_int_equal(ids[2], 6);
