@@ -10,6 +10,7 @@
 #include "manifest/kitcheck.h"
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,13 +87,18 @@ static void *worker(void *arg)
     }
 }
 
-static int add_opt(job *j, const char *fmt, const char *s, long long v)
+static int add_opt(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Append one NVRTC option; an option that does not fit is an error, never a cut one. */
+static int add_opt(job *j, const char *fmt, ...)
 {
-    char buf[256];
-    if (s)
-        snprintf(buf, sizeof buf, fmt, s, v);
-    else
-        snprintf(buf, sizeof buf, fmt, v);
+    char buf[4200];
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (len < 0 || (size_t)len >= sizeof buf)
+        return dsk_err("an NVRTC option of %s is longer than %zu bytes", j->v->symbol, sizeof buf - 1);
     if (j->nopts >= 63 || !(j->opts[j->nopts] = dsk_strdup(buf)))
         return dsk_err("too many NVRTC options for %s", j->v->symbol);
     j->nopts++;
@@ -106,23 +112,22 @@ static int make_opts(job *j, const char *cuda_include)
     snprintf(arch, sizeof arch, "%s%s", j->arch, f->target_suffix == 'a' && !strchr(j->arch + 3, 'a') ? "a" : "");
     int sm;
     mf_arch_parse(j->arch, &sm, NULL);
-    if (add_opt(j, "-arch=%s", arch, 0) || add_opt(j, "-DDSK_SYMBOL=%s", j->v->symbol, 0) ||
-        add_opt(j, "-DDSK_SM=%lld", NULL, sm))
+    if (add_opt(j, "-arch=%s", arch) || add_opt(j, "-DDSK_SYMBOL=%s", j->v->symbol) || add_opt(j, "-DDSK_SM=%d", sm))
         return -1;
     for (size_t i = 0; i < sizeof common_flags / sizeof common_flags[0]; i++)
-        if (add_opt(j, "%s", common_flags[i], 0))
+        if (add_opt(j, "%s", common_flags[i]))
             return -1;
     for (int i = 0; i < j->v->nparams; i++)
-        if (add_opt(j, "-DP_%s=%lld", j->v->param[i].name, j->v->param[i].value))
+        if (add_opt(j, "-DP_%s=%lld", j->v->param[i].name, (long long)j->v->param[i].value))
             return -1;
     for (int i = 0; i < f->ndefines; i++)
-        if (add_opt(j, "-D%s=%lld", f->defines[i].name, f->defines[i].value))
+        if (add_opt(j, "-D%s=%lld", f->defines[i].name, (long long)f->defines[i].value))
             return -1;
     for (int i = 0; i < f->nflags; i++)
-        if (add_opt(j, "%s", f->flags[i], 0))
+        if (add_opt(j, "%s", f->flags[i]))
             return -1;
     /* last, and not part of the recorded flags: where cuda_fp16.h and friends live */
-    return add_opt(j, "-I%s", cuda_include, 0);
+    return add_opt(j, "-I%s", cuda_include);
 }
 
 static char *git_commit(const char *src_dir)

@@ -1,7 +1,14 @@
-/* Which variant of a family a problem shape launches. The launchers (ops.c) and the needs list
- * (manifest/needs.c) both call these, so the kit a model needs is exactly the kit its launches use. */
-#ifndef DSK_VARIANT_RULES_H
-#define DSK_VARIANT_RULES_H
+/* Which variant of a family a problem shape launches: one file per family in manifest/rules/. The
+ * launchers (runtime/launch/) and the needs list (manifest/needs.c) both call these, so the kit a model
+ * needs is exactly the kit its launches use (tests/kit/test_needs.c sweeps every shape to prove it). */
+#ifndef DSK_RULES_H
+#define DSK_RULES_H
+
+/* A variant as the kit names it: family and its parameters. */
+typedef struct {
+    const char *family;
+    char params[32]; /* "K=4,CB=2,M=8" */
+} rule_variant;
 
 /* rmsnorm: threads per row for a width. */
 int rule_rmsnorm_threads(int width);
@@ -14,6 +21,9 @@ int rule_topk_small_npl(int N, int k);
  * i.e. for N < RULE_TOPK_MB_MIN_N. */
 enum { RULE_TOPK_MB_MIN_N = 32768 };
 int rule_topk_blocks(int N);
+/* The kernel a top-k of k entries out of rows of N launches (topk_small, topk or topk_mb): what op_topk
+ * runs when the blocks per row are left to the rule. Returns the blocks per row. */
+int rule_topk_pick(int N, int k, rule_variant *v);
 /* rowmm_bf16: the row bucket (1, 2, 4, 8, 16) of a launch of `rows` rows (<= 16 per launch). */
 int rule_rowmm_bucket(int rows);
 
@@ -28,10 +38,6 @@ void rule_exl3_split(int k, int n, int *qb, int *groups);
 /* Every (family, parameters) the EXL3 launchers may ask for to run linears of K bits and codebook
  * `codebook` at up to max_rows rows per launch (moe: the routed MoE too). Writes up to cap entries,
  * returns how many there are. */
-typedef struct {
-    const char *family;
-    char params[32]; /* "K=4,CB=2,M=8" */
-} rule_variant;
 int rule_exl3_variants(int K, int codebook, int max_rows, int moe, rule_variant *out, int cap);
 
 #endif

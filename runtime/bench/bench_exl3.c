@@ -12,7 +12,7 @@
 #include "runtime/driver/kit.h"
 #include "runtime/launch/exl3.h"
 #include "runtime/launch/gpu_time.h"
-#include "runtime/launch/basic.h"
+#include "runtime/launch/stream_read.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -7,7 +7,11 @@
 #include "runtime/common/util.h"
 #include "runtime/driver/kit.h"
 #include "runtime/launch/gpu_time.h"
-#include "runtime/launch/basic.h"
+#include "runtime/launch/rmsnorm.h"
+#include "runtime/launch/rope.h"
+#include "runtime/launch/rowmm.h"
+#include "runtime/launch/stream_read.h"
+#include "runtime/launch/topk.h"
 #include "manifest/rules/rules.h"
 
 #include <stdio.h>

@@ -4,7 +4,7 @@
 #include "runtime/common/error.h"
 #include "runtime/driver/kit.h"
 #include "runtime/launch/exl3.h"
-#include "runtime/launch/basic.h"
+#include "runtime/launch/topk.h"
 #include "manifest/rules/rules.h"
 #include "tests/common/test_util.h"
 

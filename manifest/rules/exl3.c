@@ -1,39 +1,8 @@
 #include "manifest/rules/rules.h"
 
-enum { EXL3_SPLIT_CTAS = 512 };
-
 #include <stdio.h>
 
-int rule_rmsnorm_threads(int width)
-{
-    return width <= 256 ? 32 : width <= 1280 ? 128 : 256;
-}
-
-int rule_topk_threads(int N)
-{
-    return N <= 4096 ? 256 : 1024;
-}
-
-int rule_topk_small_npl(int N, int k)
-{
-    if (k > 16 || N > 32 * 32)
-        return 0;
-    return N <= 128 ? 4 : N <= 384 ? 12 : 32;
-}
-
-int rule_topk_blocks(int N)
-{
-    /* slices of about 4096 entries (16 per thread), at most 1024 blocks per row */
-    if (N < RULE_TOPK_MB_MIN_N)
-        return 1;
-    int b = (N + 4095) / 4096;
-    return b > 1024 ? 1024 : b;
-}
-
-int rule_rowmm_bucket(int rows)
-{
-    return rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : rows <= 8 ? 8 : 16;
-}
+enum { EXL3_SPLIT_CTAS = 512 };
 
 int rule_exl3_bucket(int rows)
 {

@@ -22,23 +22,6 @@ static const char *const cb_name[3] = {"3INST", "MCG", "MUL1"};
 /* Set by the CPU emulator (tests/exl3gpu/emu): the model-sized cases shrink to sizes it runs in minutes. */
 int exl3_tests_small;
 
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "gpu_tests: out of memory\n");
-        exit(2);
-    }
-    return p;
-}
-
-static dsk_rng fresh_rng(void)
-{
-    dsk_rng r;
-    dsk_rng_seed(&r, (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32) ^ 0x5eed);
-    return r;
-}
-
 /* A random EXL3 linear, on the host (for the CPU reference) and on the device. */
 typedef struct {
     exl3_linear cpu;
@@ -146,7 +129,7 @@ static void run_matmul(gpu_ctx *c, const rlin *L, CUdeviceptr dx, int ldx, int r
 
 void test_exl3_decode(gpu_ctx *c)
 {
-    dsk_rng r = fresh_rng();
+    dsk_rng r = fresh_rng(0x5eed);
     const int k = 256, n = 384;
     CUdeviceptr out = dev_alloc((size_t)k * n * 4);
     uint16_t *hat = xmalloc((size_t)k * n * 2), *ref = xmalloc((size_t)k * n * 2);
@@ -337,7 +320,7 @@ static void grouped_vs_separate(gpu_ctx *c, dsk_rng *r, int k, const int *ns, in
 
 void test_exl3_mm(gpu_ctx *c)
 {
-    dsk_rng r = fresh_rng();
+    dsk_rng r = fresh_rng(0x5eed);
     /* small odd shapes, odd row counts, a padded row stride, a bias */
     const int odd[][2] = {{128, 384}, {384, 128}, {640, 256}};
     const int odd_rows[] = {1, 3, 5, 13};
@@ -587,7 +570,7 @@ static void moe_case(gpu_ctx *c, dsk_rng *r, const rmoe *M, const rmoe *shared, 
 
 void test_exl3_moe(gpu_ctx *c)
 {
-    dsk_rng r = fresh_rng();
+    dsk_rng r = fresh_rng(0x5eed);
     rmoe M, S;
     rmoe_make(&M, &r, 8, 256, 384, 3, 4, 1);
     rmoe_make(&S, &r, 1, 256, 384, 4, 4, 1);
