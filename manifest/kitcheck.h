@@ -1,8 +1,8 @@
 /* Kit integrity check (kit.md "Integrity and trust"): the root hash, the format and arch, every blob's
  * size and xxh3-128, every listed file, missing and extra entries, and the consistency of the kernel
  * list. Used by `dskit verify` and by the runtime on every load. */
-#ifndef DSK_VERIFY_H
-#define DSK_VERIFY_H
+#ifndef DSK_KITCHECK_H
+#define DSK_KITCHECK_H
 
 #include "manifest/archive.h"
 #include "manifest/manifest.h"

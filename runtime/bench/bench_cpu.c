@@ -52,7 +52,7 @@ static int parse(int argc, char **argv, bench_opts *o)
 }
 
 /* One generation; the best of reps runs is reported. */
-static int run_once(const model *m, const int32_t *prompt, const bench_opts *o, int draft, gen_stats *best)
+static int run_once(const cpu_model *m, const int32_t *prompt, const bench_opts *o, int draft, gen_stats *best)
 {
     int32_t *out = dsk_malloc(sizeof(int32_t) * (size_t)o->decode);
     if (!out)
@@ -99,10 +99,10 @@ int bench_cpu(int argc, char **argv)
         o.model_dir = dir;
     }
     linear_set_threads((int)o.threads);
-    model *m = NULL;
+    cpu_model *m = NULL;
     int rc = 1;
     double t0 = dsk_now();
-    if (model_load(o.model_dir, (size_t)4 << 30, &m)) {
+    if (cpu_model_load(o.model_dir, (size_t)4 << 30, &m)) {
         fprintf(stderr, "dskit bench cpu: %s\n", dsk_err_msg());
         goto done;
     }
@@ -133,7 +133,7 @@ int bench_cpu(int argc, char **argv)
                drafted.rounds ? (double)drafted.accepted / drafted.rounds : 0.0, drafted.rounds);
     rc = 0;
 done:
-    model_free(m);
+    cpu_model_free(m);
     if (root[0])
         nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return rc;

@@ -64,14 +64,14 @@ done:
 }
 
 /* The window key of position p: this call's row, or the ring slot of a committed position. */
-static const uint16_t *window_key(const model_state *s, int l, const uint16_t *kv, int64_t pos0, int64_t p, int hd)
+static const uint16_t *window_key(const cpu_seq *s, int l, const uint16_t *kv, int64_t pos0, int64_t p, int hd)
 {
     if (p >= pos0)
         return kv + (p - pos0) * hd;
     return s->win[l] + (p % s->ring) * hd;
 }
 
-int attention_layer(const model *m, model_state *s, fwd_call *f, int l, const uint16_t *xn, uint16_t *out)
+int attention_layer(const cpu_model *m, cpu_seq *s, fwd_call *f, int l, const uint16_t *xn, uint16_t *out)
 {
     const model_config *c = &m->cfg;
     const block_weights *b = &m->blocks[l];

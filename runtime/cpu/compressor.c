@@ -8,7 +8,7 @@
 #include <string.h>
 
 /* Make room for compressed rows [0, rows) of kv source l (grown by doubling, within the context). */
-static int reserve_rows(const model *m, model_state *s, int l, int64_t rows)
+static int reserve_rows(const cpu_model *m, cpu_seq *s, int l, int64_t rows)
 {
     if (rows <= s->rows_cap[l])
         return 0;
@@ -38,7 +38,7 @@ static void pool2(const float *a0, const float *s0, const float *a1, const float
     }
 }
 
-int compressor_rows(const model *m, model_state *s, int l, const uint16_t *xn, int n, int64_t pos0)
+int compressor_rows(const cpu_model *m, cpu_seq *s, int l, const uint16_t *xn, int n, int64_t pos0)
 {
     const model_config *c = &m->cfg;
     const block_weights *b = &m->blocks[l];
@@ -136,7 +136,7 @@ static int candidate_blocks(const model_config *c, const float *score, int64_t r
     return n;
 }
 
-int indexer_rows(const model *m, const model_state *s, fwd_call *f, int l, const uint16_t *xn,
+int indexer_rows(const cpu_model *m, const cpu_seq *s, fwd_call *f, int l, const uint16_t *xn,
                  const uint16_t *q_lat)
 {
     const model_config *c = &m->cfg;

@@ -2,8 +2,8 @@
  * per-sequence state, and the forward pass of model.md §2-§3 with REF's rounding points. One forward
  * call runs any number of rows at the positions that follow the committed ones, so prefill, chunked
  * prefill, decode and verify windows are the same computation (docs/model.md "Modes"). */
-#ifndef DSK_MODEL_MODEL_H
-#define DSK_MODEL_MODEL_H
+#ifndef DSK_CPU_MODEL_H
+#define DSK_CPU_MODEL_H
 
 #include "runtime/model/config.h"
 #include "runtime/model/engram_layout.h"
@@ -17,13 +17,13 @@
  * H = n_heads, E = routed experts of this block, I = moe_inter_dim, M = (2 + hc)·hc. */
 typedef struct {
     const uint16_t *attn_norm, *ffn_norm; /* [d] bf16 */
-    model_linear wq_a;                    /* d -> q_lora */
+    cpu_linear wq_a;                    /* d -> q_lora */
     const uint16_t *q_norm;               /* [q_lora] */
-    model_linear wq_b;                    /* q_lora -> H·hd */
-    model_linear wkv;                     /* d -> hd */
+    cpu_linear wq_b;                    /* q_lora -> H·hd */
+    cpu_linear wkv;                     /* d -> hd */
     const uint16_t *kv_norm;              /* [hd] */
-    model_linear wo_a;                    /* grouped: H·hd/o_groups -> o_groups·o_lora */
-    model_linear wo_b;                    /* o_groups·o_lora -> d */
+    cpu_linear wo_a;                    /* grouped: H·hd/o_groups -> o_groups·o_lora */
+    cpu_linear wo_b;                    /* o_groups·o_lora -> d */
     const float *attn_sink;               /* [H] */
     const float *hc_fn[2];                /* [M][hc·d], attn then ffn */
     const float *hc_base[2];              /* [M] */
@@ -31,20 +31,20 @@ typedef struct {
     int n_experts, n_active;              /* E, experts per token */
     const uint16_t *gate;                 /* [E][d] bf16 */
     const float *gate_bias;               /* [E] */
-    model_linear sh_w1, sh_w3, sh_w2;     /* shared expert: d -> I, d -> I, I -> d */
-    model_linear *w1, *w3, *w2;           /* [E] routed experts */
+    cpu_linear sh_w1, sh_w3, sh_w2;     /* shared expert: d -> I, d -> I, I -> d */
+    cpu_linear *w1, *w3, *w2;           /* [E] routed experts */
     /* kv source */
-    model_linear c_wkv, c_wgate;          /* d -> hd (wgate: ratio 2 only) */
+    cpu_linear c_wkv, c_wgate;          /* d -> hd (wgate: ratio 2 only) */
     const uint16_t *c_norm;               /* [hd] */
-    model_linear ix_wk;                   /* hd -> index_head_dim */
+    cpu_linear ix_wk;                   /* hd -> index_head_dim */
     const uint16_t *ix_k_norm;            /* [index_head_dim] */
     /* index source */
-    model_linear ix_wq_b;                 /* q_lora -> index_n_heads·index_head_dim */
+    cpu_linear ix_wq_b;                 /* q_lora -> index_n_heads·index_head_dim */
     const uint16_t *ix_wproj;             /* [index_n_heads][d] bf16 */
     /* Engram before this layer */
     const uint8_t *eg_table;              /* [rows][engram_head_dim] e4m3 */
     const uint8_t *eg_scale;              /* [rows][engram_head_dim/32] e8m0 */
-    model_linear eg_wkv;                  /* cols·engram_head_dim -> (hc + 1)·d */
+    cpu_linear eg_wkv;                  /* cols·engram_head_dim -> (hc + 1)·d */
     float *eg_w;                          /* [hc][d] fp32 q_weight ⊙ k_weight (owned) */
 } block_weights;
 
@@ -52,13 +52,13 @@ typedef struct {
     model_config cfg;
     st_set *st;                 /* the mapped checkpoint */
     const uint16_t *embed;      /* [V][d] bf16 */
-    model_linear head;          /* d -> V */
+    cpu_linear head;          /* d -> V */
     const uint16_t *norm;       /* [d] final norm */
     block_weights *blocks;      /* [n_all_layers]: backbone layers, then DSpark stages */
     engram_layout engram;       /* primes, offsets, multipliers, pad */
     const int32_t *token_map;   /* [V] token -> Engram compressed id */
     /* DSpark (first and last stage's extras) */
-    model_linear main_proj;     /* n_targets·d -> d */
+    cpu_linear main_proj;     /* n_targets·d -> d */
     const uint16_t *main_norm;  /* [d] */
     const uint16_t *mtp_norm;   /* [d] */
     const uint16_t *markov_embed; /* [V][markov_rank] bf16 */
@@ -70,13 +70,13 @@ typedef struct {
     size_t cache_bytes;         /* decoded EXL3 weights held */
     uint32_t *expert_hits;      /* optional diagnostic set by the caller: [n_all_layers][4096] routed-expert
                                    selections, counted by every forward (not thread-safe across sequences) */
-} model;
+} cpu_model;
 
 /* Open a model folder (config.json + safetensors). Every tensor of the schema must be present with its
  * shape and dtype; an error names the tensor. cache_budget: bytes of decoded EXL3 weights to keep
  * (small matrices first; the rest are decoded per call). */
-int model_load(const char *dir, size_t cache_budget, model **out);
-void model_free(model *m);
+int cpu_model_load(const char *dir, size_t cache_budget, cpu_model **out);
+void cpu_model_free(cpu_model *m);
 
 /* Per-sequence state. Window rings hold ring = window + 8 slots (> window + a 6-row verify window), so a
  * rejected verify row never overwrites a slot that a committed position still needs; every other store
@@ -95,25 +95,25 @@ typedef struct {
     uint16_t **dwin;    /* [stage][ring][hd] DSpark main-KV rings */
     int64_t draft_len;  /* positions whose main KV is in the DSpark rings */
     uint16_t *m_last;   /* [d] DSpark m = main_norm(main_proj(H)) at draft_len - 1 */
-} model_state;
+} cpu_seq;
 
-int model_state_new(const model *m, int64_t cap, model_state **out);
-void model_state_free(model_state *s);
+int cpu_seq_new(const cpu_model *m, int64_t cap, cpu_seq **out);
+void cpu_seq_free(cpu_seq *s);
 
 /* Run rows tokens[0..n) at positions s->len .. s->len + n - 1: their KV, compressed rows and index keys
  * enter the state (s->len is not advanced: commit with s->len += accepted). logits (may be NULL) gets
  * rows [logits_from, n) × V fp32; taps (may be NULL) gets each row's DSpark hidden H [n][n_targets·d].
  * Refuses, without touching the state, to run past the context limit. */
-int model_forward(const model *m, model_state *s, const int32_t *tokens, int n, int logits_from, float *logits,
+int cpu_forward(const cpu_model *m, cpu_seq *s, const int32_t *tokens, int n, int logits_from, float *logits,
                   uint16_t *taps);
 
 /* DSpark: enter the main KV of positions s->draft_len .. draft_len + n - 1 from their taps H [n][n_targets·d]
  * (positions must be committed), and keep m of the last one. */
-int model_draft_feed(const model *m, model_state *s, const uint16_t *taps, int n);
+int cpu_draft_feed(const cpu_model *m, cpu_seq *s, const uint16_t *taps, int n);
 /* DSpark: draft block_size tokens after t0 (the token at position draft_len); sample() chooses each
  * draft from its logits. drafts[block], conf[block] (may be NULL). */
 typedef int32_t (*draft_sampler)(const float *logits, int vocab, int64_t pos, void *ctx);
-int model_draft(const model *m, model_state *s, int32_t t0, draft_sampler sample, void *ctx, int32_t *drafts,
+int cpu_draft(const cpu_model *m, cpu_seq *s, int32_t t0, draft_sampler sample, void *ctx, int32_t *drafts,
                 float *conf);
 
 #endif

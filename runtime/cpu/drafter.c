@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int model_draft_feed(const model *m, model_state *s, const uint16_t *taps, int n)
+int cpu_draft_feed(const cpu_model *m, cpu_seq *s, const uint16_t *taps, int n)
 {
     const model_config *c = &m->cfg;
     int d = c->dim, hd = c->head_dim;
@@ -49,13 +49,13 @@ done:
 }
 
 typedef struct {
-    model_state *s;
+    cpu_seq *s;
     int64_t p; /* the last committed position: the block sits at p+1 .. p+B */
 } draft_ctx;
 
 /* DSpark attention of stage l: each block row attends to the ring's positions max(0, p-W+1)..p, oldest
  * first, then to all block rows (non-causal), in one canonical list. */
-static int draft_attention(const model *m, int l, const uint16_t *xn, int n, uint16_t *out, void *ctx)
+static int draft_attention(const cpu_model *m, int l, const uint16_t *xn, int n, uint16_t *out, void *ctx)
 {
     const draft_ctx *dc = ctx;
     const model_config *c = &m->cfg;
@@ -98,7 +98,7 @@ done:
     return rc;
 }
 
-int model_draft(const model *m, model_state *s, int32_t t0, draft_sampler sample, void *ctx, int32_t *drafts,
+int cpu_draft(const cpu_model *m, cpu_seq *s, int32_t t0, draft_sampler sample, void *ctx, int32_t *drafts,
                 float *conf)
 {
     const model_config *c = &m->cfg;

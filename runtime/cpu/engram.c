@@ -16,7 +16,7 @@ static void table_row(const model_config *c, const block_weights *b, int64_t row
         out[i] = f32_to_bf16(e4m3_to_f32(v[i]) * e8m0_to_f32(sc[i / 32]));
 }
 
-int engram_rows(const model *m, const model_state *s, int l, int64_t pos0, int n, uint16_t *X)
+int engram_rows(const cpu_model *m, const cpu_seq *s, int l, int64_t pos0, int n, uint16_t *X)
 {
     const model_config *c = &m->cfg;
     const block_weights *b = &m->blocks[l];

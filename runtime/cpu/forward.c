@@ -7,12 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-int model_state_new(const model *m, int64_t cap, model_state **out)
+int cpu_seq_new(const cpu_model *m, int64_t cap, cpu_seq **out)
 {
     const model_config *c = &m->cfg;
     if (cap <= 0 || cap > c->max_seq_len)
         cap = c->max_seq_len;
-    model_state *s = dsk_calloc(1, sizeof *s);
+    cpu_seq *s = dsk_calloc(1, sizeof *s);
     if (!s)
         return -1;
     s->cap = cap;
@@ -43,11 +43,11 @@ int model_state_new(const model *m, int64_t cap, model_state **out)
     *out = s;
     return 0;
 fail:
-    model_state_free(s);
+    cpu_seq_free(s);
     return dsk_err_ctx("allocating the sequence state (%lld positions)", (long long)cap);
 }
 
-void model_state_free(model_state *s)
+void cpu_seq_free(cpu_seq *s)
 {
     if (!s)
         return;
@@ -75,7 +75,7 @@ void model_state_free(model_state *s)
     free(s);
 }
 
-int block_forward(const model *m, int l, uint16_t *X, float *pi, int n, attention_fn attn, void *ctx)
+int block_forward(const cpu_model *m, int l, uint16_t *X, float *pi, int n, attention_fn attn, void *ctx)
 {
     const model_config *c = &m->cfg;
     const block_weights *b = &m->blocks[l];
@@ -117,7 +117,7 @@ done:
     return rc;
 }
 
-int embed_rows(const model *m, const int32_t *tokens, int n, uint16_t *X, float *pi)
+int embed_rows(const cpu_model *m, const int32_t *tokens, int n, uint16_t *X, float *pi)
 {
     const model_config *c = &m->cfg;
     int hc = c->hc_mult, d = c->dim;
@@ -132,7 +132,7 @@ int embed_rows(const model *m, const int32_t *tokens, int n, uint16_t *X, float 
     return 0;
 }
 
-int head_rows(const model *m, const uint16_t *X, const float *pi, int n, const uint16_t *norm, float *logits,
+int head_rows(const cpu_model *m, const uint16_t *X, const float *pi, int n, const uint16_t *norm, float *logits,
               uint16_t *u_out)
 {
     const model_config *c = &m->cfg;
@@ -153,13 +153,13 @@ int head_rows(const model *m, const uint16_t *X, const float *pi, int n, const u
     return rc;
 }
 
-static int backbone_attention(const model *m, int l, const uint16_t *xn, int n, uint16_t *out, void *ctx)
+static int backbone_attention(const cpu_model *m, int l, const uint16_t *xn, int n, uint16_t *out, void *ctx)
 {
     fwd_ctx *fc = ctx;
     return attention_layer(m, fc->s, &fc->f, l, xn, out);
 }
 
-int model_forward(const model *m, model_state *s, const int32_t *tokens, int n, int logits_from, float *logits,
+int cpu_forward(const cpu_model *m, cpu_seq *s, const int32_t *tokens, int n, int logits_from, float *logits,
                   uint16_t *taps)
 {
     const model_config *c = &m->cfg;

@@ -40,10 +40,10 @@ int attn_window_keys(const model_config *c, const block_weights *b, const uint16
 /* The output path: inverse RoPE of o [n][H][hd] in place, grouped wo_a, wo_b -> out [n][d] bf16. */
 int attn_output(const model_config *c, const block_weights *b, uint16_t *o, int n, const float *rope, uint16_t *out);
 /* Attention of backbone layer l over the rows of a call (window + compressed rows, model.md §3.5). */
-int attention_layer(const model *m, model_state *s, fwd_call *f, int l, const uint16_t *xn, uint16_t *out);
+int attention_layer(const cpu_model *m, cpu_seq *s, fwd_call *f, int l, const uint16_t *xn, uint16_t *out);
 /* MoE of one block over n rows of ffn_norm output: out bf16 [n][d]. */
-int moe_rows(const model *m, const block_weights *b, const uint16_t *x, int n, uint16_t *out);
+int moe_rows(const cpu_model *m, const block_weights *b, const uint16_t *x, int n, uint16_t *out);
 /* Engram before layer l for the call's rows: updates the streams X [n][hc][d] in place. */
-int engram_rows(const model *m, const model_state *s, int l, int64_t pos0, int n, uint16_t *X);
+int engram_rows(const cpu_model *m, const cpu_seq *s, int l, int64_t pos0, int n, uint16_t *X);
 
 #endif

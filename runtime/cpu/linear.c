@@ -20,7 +20,7 @@ int linear_threads(void)
     return n_threads;
 }
 
-int linear_cache(model_linear *l, size_t *budget_bytes)
+int linear_cache(cpu_linear *l, size_t *budget_bytes)
 {
     size_t bytes = (size_t)l->q.k * (size_t)l->q.n * sizeof(uint16_t);
     if (l->hat || bytes > *budget_bytes)
@@ -33,7 +33,7 @@ int linear_cache(model_linear *l, size_t *budget_bytes)
     return 0;
 }
 
-void linear_free(model_linear *l)
+void linear_free(cpu_linear *l)
 {
     free(l->hat);
     l->hat = NULL;
@@ -156,7 +156,7 @@ static void *cols_run(void *arg)
     return NULL;
 }
 
-int linear_apply_cols(const model_linear *l, const uint16_t *x, int m, int c0, int c1, float *y)
+int linear_apply_cols(const cpu_linear *l, const uint16_t *x, int m, int c0, int c1, float *y)
 {
     const exl3_linear *q = &l->q;
     if (m <= 0 || c1 <= c0)
@@ -209,12 +209,12 @@ int linear_apply_cols(const model_linear *l, const uint16_t *x, int m, int c0, i
     return 0;
 }
 
-int linear_f32(const model_linear *l, const uint16_t *x, int m, float *y)
+int linear_f32(const cpu_linear *l, const uint16_t *x, int m, float *y)
 {
     return linear_apply_cols(l, x, m, 0, (int)l->q.n, y);
 }
 
-int linear_bf16(const model_linear *l, const uint16_t *x, int m, uint16_t *y)
+int linear_bf16(const cpu_linear *l, const uint16_t *x, int m, uint16_t *y)
 {
     size_t n = (size_t)m * (size_t)l->q.n;
     float *t = dsk_malloc(sizeof(float) * (n ? n : 1));

@@ -11,7 +11,7 @@
 /* One expert on the rows it was chosen for: y = W2 bf16(w · silu(min(g, L)) · clamp(u, ±L)) per row, with
  * g, u the bf16 W1, W3 outputs; w = NULL for the shared expert (no weight). Rows are independent, so
  * running them together (each weight decoded once) gives every row the bits it would get alone. */
-static int expert_rows(const model_config *c, const model_linear *w1, const model_linear *w3, const model_linear *w2,
+static int expert_rows(const model_config *c, const cpu_linear *w1, const cpu_linear *w3, const cpu_linear *w2,
                        const uint16_t *x, const float *w, int n, float *y)
 {
     int I = (int)w1->q.n;
@@ -37,7 +37,7 @@ done:
     return rc;
 }
 
-int moe_rows(const model *m, const block_weights *b, const uint16_t *x, int n, uint16_t *out)
+int moe_rows(const cpu_model *m, const block_weights *b, const uint16_t *x, int n, uint16_t *out)
 {
     const model_config *c = &m->cfg;
     int d = c->dim, E = b->n_experts, K = b->n_active;

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int own(model *m, void *p)
+static int own(cpu_model *m, void *p)
 {
     void **o = dsk_realloc(m->owned, sizeof *o * (size_t)(m->n_owned + 1));
     if (!o) {
@@ -24,7 +24,7 @@ static int own(model *m, void *p)
 }
 
 /* The tensor's data, copied into an owned buffer when it is not aligned for its element type. */
-static const void *aligned_data(model *m, const st_tensor *t)
+static const void *aligned_data(cpu_model *m, const st_tensor *t)
 {
     size_t a = st_dtype_size(t->dtype);
     if (((uintptr_t)t->data & (a - 1)) == 0)
@@ -36,7 +36,7 @@ static const void *aligned_data(model *m, const st_tensor *t)
     return p;
 }
 
-static int check_entry(const model *m, const schema_tensor *e)
+static int check_entry(const cpu_model *m, const schema_tensor *e)
 {
     const st_set *st = m->st;
     const st_tensor *t;
@@ -75,7 +75,7 @@ static int check_entry(const model *m, const schema_tensor *e)
 }
 
 /* A bf16 tensor already checked; f32 storage is rounded to bf16 into an owned copy. */
-static const uint16_t *get_bf16(model *m, const char *name)
+static const uint16_t *get_bf16(cpu_model *m, const char *name)
 {
     const st_tensor *t = st_get(m->st, name);
     if (!t) {
@@ -96,7 +96,7 @@ static const uint16_t *get_bf16(model *m, const char *name)
     return p;
 }
 
-static const void *get_raw(model *m, const char *name)
+static const void *get_raw(cpu_model *m, const char *name)
 {
     const st_tensor *t = st_get(m->st, name);
     if (!t) {
@@ -113,13 +113,13 @@ static const void *get_raw(model *m, const char *name)
             return -1;                                                                                           \
     } while (0)
 
-static int get_linear(model *m, const char *name, model_linear *l)
+static int get_linear(cpu_model *m, const char *name, cpu_linear *l)
 {
     memset(l, 0, sizeof *l);
     return exl3_linear_get(m->st, name, &l->q);
 }
 
-static int bind_block(model *m, int l, block_weights *b)
+static int bind_block(cpu_model *m, int l, block_weights *b)
 {
     const model_config *c = &m->cfg;
     const layer_role *r = &c->roles[l];
@@ -151,7 +151,7 @@ static int bind_block(model *m, int l, block_weights *b)
         get_linear(m, NAME("%sffn.shared_experts.w3", p), &b->sh_w3) ||
         get_linear(m, NAME("%sffn.shared_experts.w2", p), &b->sh_w2))
         return -1;
-    b->w1 = dsk_calloc((size_t)b->n_experts * 3, sizeof(model_linear));
+    b->w1 = dsk_calloc((size_t)b->n_experts * 3, sizeof(cpu_linear));
     if (!b->w1)
         return -1;
     b->w3 = b->w1 + b->n_experts;
@@ -201,7 +201,7 @@ static int bind_block(model *m, int l, block_weights *b)
     return 0;
 }
 
-static int bind_engram(model *m)
+static int bind_engram(cpu_model *m)
 {
     const model_config *c = &m->cfg;
     if (engram_layout_init(&m->engram, c->engram_layer_ids, c->n_engram_layers, c->engram_max_ngram_size,
@@ -219,20 +219,20 @@ static int bind_engram(model *m)
 
 static int cmp_size(const void *a, const void *b)
 {
-    const model_linear *x = *(model_linear *const *)a, *y = *(model_linear *const *)b;
+    const cpu_linear *x = *(cpu_linear *const *)a, *y = *(cpu_linear *const *)b;
     int64_t sx = x->q.k * x->q.n, sy = y->q.k * y->q.n;
     return (sx > sy) - (sx < sy);
 }
 
 /* Decode EXL3 weights once while the budget lasts: the head first (every token uses it), then the rest
  * smallest first. */
-static int cache_linears(model *m, size_t budget)
+static int cache_linears(cpu_model *m, size_t budget)
 {
     const model_config *c = &m->cfg;
     int cap = 8, n = 0;
     for (int l = 0; l < c->n_all_layers; l++)
         cap += 16 + 3 * m->blocks[l].n_experts;
-    model_linear **all = dsk_malloc(sizeof *all * (size_t)cap);
+    cpu_linear **all = dsk_malloc(sizeof *all * (size_t)cap);
     if (!all)
         return -1;
 #define ADD(lin)                                                                                                 \
@@ -243,7 +243,7 @@ static int cache_linears(model *m, size_t budget)
     ADD(m->main_proj);
     for (int l = 0; l < c->n_all_layers; l++) {
         block_weights *b = &m->blocks[l];
-        model_linear *ls[] = {&b->wq_a,  &b->wq_b,    &b->wkv,   &b->wo_a,    &b->wo_b,  &b->sh_w1, &b->sh_w3,
+        cpu_linear *ls[] = {&b->wq_a,  &b->wq_b,    &b->wkv,   &b->wo_a,    &b->wo_b,  &b->sh_w1, &b->sh_w3,
                               &b->sh_w2, &b->c_wkv, &b->c_wgate, &b->ix_wk, &b->ix_wq_b, &b->eg_wkv};
         for (size_t i = 0; i < sizeof ls / sizeof ls[0]; i++)
             ADD(*ls[i]);
@@ -261,9 +261,9 @@ static int cache_linears(model *m, size_t budget)
     return rc;
 }
 
-int model_load(const char *dir, size_t cache_budget, model **out)
+int cpu_model_load(const char *dir, size_t cache_budget, cpu_model **out)
 {
-    model *m = dsk_calloc(1, sizeof *m);
+    cpu_model *m = dsk_calloc(1, sizeof *m);
     if (!m)
         return -1;
     schema_tensor *sch = NULL;
@@ -318,18 +318,18 @@ int model_load(const char *dir, size_t cache_budget, model **out)
 fail:
     dsk_err_ctx("loading the model from %s", dir);
     free(sch);
-    model_free(m);
+    cpu_model_free(m);
     return -1;
 }
 
-void model_free(model *m)
+void cpu_model_free(cpu_model *m)
 {
     if (!m)
         return;
     if (m->blocks) {
         for (int l = 0; l < m->cfg.n_all_layers; l++) {
             block_weights *b = &m->blocks[l];
-            model_linear *ls[] = {&b->wq_a, &b->wq_b, &b->wkv, &b->wo_a, &b->wo_b, &b->sh_w1, &b->sh_w3,
+            cpu_linear *ls[] = {&b->wq_a, &b->wq_b, &b->wkv, &b->wo_a, &b->wo_b, &b->sh_w1, &b->sh_w3,
                                   &b->sh_w2, &b->c_wkv, &b->c_wgate, &b->ix_wk, &b->ix_wq_b, &b->eg_wkv};
             for (size_t i = 0; i < sizeof ls / sizeof ls[0]; i++)
                 linear_free(ls[i]);

@@ -158,7 +158,7 @@ int cmd_run(int argc, char **argv)
         return 2;
     }
     linear_set_threads((int)o.threads);
-    model *m = NULL;
+    cpu_model *m = NULL;
     dsk_tokenizer *tok = NULL;
     int32_t *ids = NULL, *out = NULL;
     int n_ids = 0, rc = 2;
@@ -170,7 +170,7 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "dskit run: %s\n", dsk_err_msg());
         goto done;
     }
-    if (model_load(o.model_dir, (size_t)o.cache_mb << 20, &m)) {
+    if (cpu_model_load(o.model_dir, (size_t)o.cache_mb << 20, &m)) {
         fprintf(stderr, "dskit run: %s\n", dsk_err_msg());
         goto done;
     }
@@ -228,6 +228,6 @@ done:
     free(ids);
     free(out);
     tok_free(tok);
-    model_free(m);
+    cpu_model_free(m);
     return rc;
 }

@@ -19,7 +19,7 @@ static int32_t draft_sample(const float *logits, int vocab, int64_t pos, void *c
 }
 
 /* Record one chosen token; returns 1 when generation must stop after it. */
-static int emit(const model *m, const gen_opts *o, int32_t tok, const float *row, int32_t *out, gen_stats *st,
+static int emit(const cpu_model *m, const gen_opts *o, int32_t tok, const float *row, int32_t *out, gen_stats *st,
                 int *err)
 {
     out[st->n_out++] = tok;
@@ -31,7 +31,7 @@ static int emit(const model *m, const gen_opts *o, int32_t tok, const float *row
     return *err || st->n_out >= o->max_tokens || (o->stop_at_eos && tok == m->cfg.eos_token_id);
 }
 
-int model_generate(const model *m, const int32_t *prompt, int n_prompt, const gen_opts *o, int32_t *out,
+int model_generate(const cpu_model *m, const int32_t *prompt, int n_prompt, const gen_opts *o, int32_t *out,
                    gen_stats *st)
 {
     const model_config *c = &m->cfg;
@@ -45,7 +45,7 @@ int model_generate(const model *m, const int32_t *prompt, int n_prompt, const ge
     if (o->max_tokens < 1)
         return 0;
     int win = o->draft ? B + 1 : 1, taps_rows = n_prompt > win ? n_prompt : win;
-    model_state *s = NULL;
+    cpu_seq *s = NULL;
     float *logits = dsk_malloc(sizeof(float) * (size_t)win * V);
     uint16_t *taps = o->draft ? dsk_malloc(sizeof(uint16_t) * (size_t)taps_rows * tw) : NULL;
     int32_t *rows = dsk_malloc(sizeof(int32_t) * (size_t)win);
@@ -53,13 +53,13 @@ int model_generate(const model *m, const int32_t *prompt, int n_prompt, const ge
     sample_ctx sc = {o->temperature, o->seed};
     int err = 0;
     if (!logits || (o->draft && !taps) || !rows || !drafts ||
-        model_state_new(m, (int64_t)n_prompt + o->max_tokens + 8, &s))
+        cpu_seq_new(m, (int64_t)n_prompt + o->max_tokens + 8, &s))
         goto fail;
     double t0 = dsk_now();
-    if (model_forward(m, s, prompt, n_prompt, n_prompt - 1, logits, taps))
+    if (cpu_forward(m, s, prompt, n_prompt, n_prompt - 1, logits, taps))
         goto fail;
     s->len = n_prompt;
-    if (o->draft && model_draft_feed(m, s, taps, n_prompt))
+    if (o->draft && cpu_draft_feed(m, s, taps, n_prompt))
         goto fail;
     int32_t tok = sample_token(logits, V, o->temperature, o->seed, s->len);
     st->prefill_s = dsk_now() - t0;
@@ -69,7 +69,7 @@ int model_generate(const model *m, const int32_t *prompt, int n_prompt, const ge
         int n = 1;
         rows[0] = tok;
         if (o->draft && o->max_tokens - st->n_out > 1) {
-            if (model_draft(m, s, tok, draft_sample, &sc, drafts, NULL))
+            if (cpu_draft(m, s, tok, draft_sample, &sc, drafts, NULL))
                 goto fail;
             n = 1 + B;
             if (n > o->max_tokens - st->n_out)
@@ -83,7 +83,7 @@ int model_generate(const model *m, const int32_t *prompt, int n_prompt, const ge
             dsk_err("context limit: the sequence holds %lld positions, the most this model takes", (long long)s->cap);
             goto fail;
         }
-        if (model_forward(m, s, rows, n, 0, logits, taps))
+        if (cpu_forward(m, s, rows, n, 0, logits, taps))
             goto fail;
         /* row j's own draw is the token at position len + j + 1; a draft survives only if it equals it */
         int j = 0;
@@ -95,18 +95,18 @@ int model_generate(const model *m, const int32_t *prompt, int n_prompt, const ge
             st->accepted++;
         }
         s->len += j + 1;
-        if (o->draft && model_draft_feed(m, s, taps, j + 1))
+        if (o->draft && cpu_draft_feed(m, s, taps, j + 1))
             goto fail;
     }
     st->decode_s = dsk_now() - t0;
-    model_state_free(s);
+    cpu_seq_free(s);
     free(logits);
     free(taps);
     free(rows);
     free(drafts);
     return err;
 fail:
-    model_state_free(s);
+    cpu_seq_free(s);
     free(logits);
     free(taps);
     free(rows);

@@ -1,7 +1,7 @@
 /* Generation with the CPU model: prefill, then serial decode or DSpark drafting with exact verification.
  * Both paths emit the same tokens bit for bit (docs/model.md "Drafting"). */
-#ifndef DSK_MODEL_GENERATE_H
-#define DSK_MODEL_GENERATE_H
+#ifndef DSK_ENGINE_GENERATE_H
+#define DSK_ENGINE_GENERATE_H
 
 #include "runtime/cpu/cpu_model.h"
 
@@ -28,7 +28,7 @@ typedef struct {
 } gen_stats;
 
 /* Generate after prompt[0..n_prompt) into out[max_tokens]; *n_out gets the count. */
-int model_generate(const model *m, const int32_t *prompt, int n_prompt, const gen_opts *o, int32_t *out,
+int model_generate(const cpu_model *m, const int32_t *prompt, int n_prompt, const gen_opts *o, int32_t *out,
                    gen_stats *st);
 
 #endif

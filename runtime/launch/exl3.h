@@ -4,8 +4,8 @@
  * elements and multiples of 8. Inputs are bf16 activation rows; the matmul writes fp32 (partials for
  * tensor-parallel sums) or bf16 (where the model rounds). A launch never depends on which rows share it:
  * each row's output bits are the same for every row count and every form (row invariance). */
-#ifndef DSK_EXL3_OPS_H
-#define DSK_EXL3_OPS_H
+#ifndef DSK_LAUNCH_EXL3_H
+#define DSK_LAUNCH_EXL3_H
 
 #include "kit/src/exl3_abi.cuh"
 #include "runtime/driver/kit.h"

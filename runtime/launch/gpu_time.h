@@ -1,6 +1,6 @@
 /* Timing GPU work with events: a batch of launches between two events, repeated, median taken. */
-#ifndef DSK_GPU_TIME_H
-#define DSK_GPU_TIME_H
+#ifndef DSK_LAUNCH_GPU_TIME_H
+#define DSK_LAUNCH_GPU_TIME_H
 
 #include "runtime/driver/cuda_api.h"
 

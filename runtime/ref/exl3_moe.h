@@ -6,8 +6,8 @@
  *   h = bf16(w · (silu(g) · u))                      fp32, silu(g) = g / (1 + exp(-g)); bf16 is W2's input
  *   o_e = bf16(h·W2_e)
  *   y_r = y_r (accumulate) or 0, then + o_e for the row's experts in ascending expert id, in fp32. */
-#ifndef DSK_EXL3_MOE_REF_H
-#define DSK_EXL3_MOE_REF_H
+#ifndef DSK_REF_EXL3_MOE_H
+#define DSK_REF_EXL3_MOE_H
 
 #include "runtime/ref/exl3.h"
 

@@ -1,8 +1,8 @@
 /* KV-cache quantise-dequantise (model.md §3.6): REF rounds KV vectors through FP8 or FP4 and stores the
  * dequantised bf16 values; these reproduce that in place. All work on bf16 vectors whose length is a
  * multiple of the block. */
-#ifndef DSK_MODEL_KVQUANT_H
-#define DSK_MODEL_KVQUANT_H
+#ifndef DSK_REF_KVQUANT_H
+#define DSK_REF_KVQUANT_H
 
 #include <stdint.h>
 

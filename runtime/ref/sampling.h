@@ -1,8 +1,8 @@
 /* Sampling (model.md §3.8): argmax at temperature 0, else Gumbel-max whose noise is keyed by (seed,
  * absolute position, token id), so a position draws the same noise however it is reached (one-shot,
  * decode, inside a verify window, or drafted). docs/model.md "Sampling" defines the bits. */
-#ifndef DSK_MODEL_SAMPLING_H
-#define DSK_MODEL_SAMPLING_H
+#ifndef DSK_REF_SAMPLING_H
+#define DSK_REF_SAMPLING_H
 
 #include <stdint.h>
 

@@ -26,7 +26,7 @@ static int model_test_rm(const char *path, const struct stat *sb, int flag, stru
 }
 
 /* Generate preset with seed into a fresh temporary folder and load it; NULL on failure. */
-static inline model *model_test_make(const char *preset, uint64_t seed)
+static inline cpu_model *model_test_make(const char *preset, uint64_t seed)
 {
     snprintf(model_test_root, sizeof model_test_root, "%s/model-test-XXXXXX", test_binary_dir());
     if (!mkdtemp(model_test_root))
@@ -39,17 +39,17 @@ static inline model *model_test_make(const char *preset, uint64_t seed)
         fprintf(stderr, "mkmodel failed: %s\n", dsk_err_msg());
         return NULL;
     }
-    model *m;
-    if (model_load(dir, (size_t)1 << 30, &m)) {
-        fprintf(stderr, "model_load failed: %s\n", dsk_err_msg());
+    cpu_model *m;
+    if (cpu_model_load(dir, (size_t)1 << 30, &m)) {
+        fprintf(stderr, "cpu_model_load failed: %s\n", dsk_err_msg());
         return NULL;
     }
     return m;
 }
 
-static inline void model_test_cleanup(model *m)
+static inline void model_test_cleanup(cpu_model *m)
 {
-    model_free(m);
+    cpu_model_free(m);
     if (model_test_root[0])
         nftw(model_test_root, model_test_rm, 16, FTW_DEPTH | FTW_PHYS);
 }

@@ -17,7 +17,7 @@ static const int32_t golden_ids[GOLDEN_N] = {81259, 119548, 100451, 103323, 1464
                                               12048, 12922, 82655, 40208, 86707, 82887, 61898, 25285};
 static const uint64_t golden_logits_xxh64 = 0xb041b1a55dc67076ull;
 
-static model *M;
+static cpu_model *M;
 
 static int setup(void **state)
 {

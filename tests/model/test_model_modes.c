@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-static model *M;
+static cpu_model *M;
 static dsk_rng R;
 static uint64_t run_seed;
 
@@ -45,15 +45,15 @@ static float *run_chunks(const int32_t *tok, int n, const int *sizes)
 {
     int V = M->cfg.vocab_size;
     float *lg = malloc(sizeof(float) * (size_t)n * V);
-    model_state *s;
-    assert_ok(model_state_new(M, 4096, &s));
+    cpu_seq *s;
+    assert_ok(cpu_seq_new(M, 4096, &s));
     for (int done = 0, k = 0; done < n; k++) {
         int c = sizes[k] < n - done ? sizes[k] : n - done;
-        assert_ok(model_forward(M, s, tok + done, c, 0, lg + (int64_t)done * V, NULL));
+        assert_ok(cpu_forward(M, s, tok + done, c, 0, lg + (int64_t)done * V, NULL));
         s->len += c;
         done += c;
     }
-    model_state_free(s);
+    cpu_seq_free(s);
     return lg;
 }
 
@@ -120,18 +120,18 @@ static void test_long_context(void **state)
     int n = 180 + (int)dsk_rng_below(&R, 40), tail = 12, V = M->cfg.vocab_size;
     int32_t *tok = random_tokens(n);
     float *a = malloc(sizeof(float) * (size_t)tail * V), *b = malloc(sizeof(float) * (size_t)tail * V);
-    model_state *s;
-    assert_ok(model_state_new(M, 4096, &s));
-    assert_ok(model_forward(M, s, tok, n, n - tail, a, NULL));
-    model_state_free(s);
-    assert_ok(model_state_new(M, 4096, &s));
-    assert_ok(model_forward(M, s, tok, n - tail, n, NULL, NULL));
+    cpu_seq *s;
+    assert_ok(cpu_seq_new(M, 4096, &s));
+    assert_ok(cpu_forward(M, s, tok, n, n - tail, a, NULL));
+    cpu_seq_free(s);
+    assert_ok(cpu_seq_new(M, 4096, &s));
+    assert_ok(cpu_forward(M, s, tok, n - tail, n, NULL, NULL));
     s->len = n - tail;
     for (int i = 0; i < tail; i++) {
-        assert_ok(model_forward(M, s, tok + n - tail + i, 1, 0, b + (int64_t)i * V, NULL));
+        assert_ok(cpu_forward(M, s, tok + n - tail + i, 1, 0, b + (int64_t)i * V, NULL));
         s->len++;
     }
-    model_state_free(s);
+    cpu_seq_free(s);
     assert_rows_equal(a, b, tail, "long context, prefill then decode");
     free(a);
     free(b);
@@ -148,8 +148,8 @@ static void test_verify_rollback(void **state)
     int all[1] = {n};
     float *want = run_chunks(tok, n, all);
     float *lg = malloc(sizeof(float) * 6 * (size_t)V);
-    model_state *s;
-    assert_ok(model_state_new(M, 4096, &s));
+    cpu_seq *s;
+    assert_ok(cpu_seq_new(M, 4096, &s));
     int rounds = 0;
     while (s->len < n) {
         int w = 1 + (int)dsk_rng_below(&R, 6), left = n - (int)s->len;
@@ -157,13 +157,13 @@ static void test_verify_rollback(void **state)
         int32_t rows[6];
         for (int j = 0; j < w; j++)
             rows[j] = j < acc ? tok[s->len + j] : (int32_t)dsk_rng_below(&R, (uint64_t)V);
-        assert_ok(model_forward(M, s, rows, w, 0, lg, NULL));
+        assert_ok(cpu_forward(M, s, rows, w, 0, lg, NULL));
         assert_rows_equal(want + s->len * V, lg, acc, "verify window");
         s->len += acc;
         rounds++;
     }
     assert_true(rounds >= 5);
-    model_state_free(s);
+    cpu_seq_free(s);
     free(lg);
     free(want);
     free(tok);
@@ -212,19 +212,19 @@ static void test_draft_modes(void **state)
     float conf[2][8];
     uint16_t *taps = malloc(sizeof(uint16_t) * (size_t)n * tw);
     for (int k = 0; k < 2; k++) {
-        model_state *s;
-        assert_ok(model_state_new(M, 4096, &s));
+        cpu_seq *s;
+        assert_ok(cpu_seq_new(M, 4096, &s));
         for (int i = 0; i < n;) {
             int step = k ? 1 : n;
-            assert_ok(model_forward(M, s, tok + i, step, step, NULL, taps));
+            assert_ok(cpu_forward(M, s, tok + i, step, step, NULL, taps));
             s->len += step;
-            assert_ok(model_draft_feed(M, s, taps, step));
+            assert_ok(cpu_draft_feed(M, s, taps, step));
             i += step;
         }
-        assert_ok(model_draft(M, s, tok[n], argmax_sampler, NULL, d[k], conf[k]));
+        assert_ok(cpu_draft(M, s, tok[n], argmax_sampler, NULL, d[k], conf[k]));
         for (int i = 0; i < B; i++)
             assert_true(isfinite(conf[k][i]) && d[k][i] >= 0 && d[k][i] < c->vocab_size);
-        model_state_free(s);
+        cpu_seq_free(s);
     }
     assert_memory_equal(d[0], d[1], sizeof(int32_t) * B);
     assert_memory_equal(conf[0], conf[1], sizeof(float) * B);
@@ -236,15 +236,15 @@ static void test_draft_modes(void **state)
 static void test_context_limit(void **state)
 {
     (void)state;
-    model_state *s;
-    assert_ok(model_state_new(M, 16, &s));
+    cpu_seq *s;
+    assert_ok(cpu_seq_new(M, 16, &s));
     int32_t *tok = random_tokens(17);
-    assert_int_equal(model_forward(M, s, tok, 17, 16, NULL, NULL), -1);
+    assert_int_equal(cpu_forward(M, s, tok, 17, 16, NULL, NULL), -1);
     assert_non_null(strstr(dsk_err_msg(), "context limit"));
-    assert_ok(model_forward(M, s, tok, 16, 16, NULL, NULL));
+    assert_ok(cpu_forward(M, s, tok, 16, 16, NULL, NULL));
     s->len = 16;
-    assert_int_equal(model_forward(M, s, tok, 1, 0, NULL, NULL), -1);
-    model_state_free(s);
+    assert_int_equal(cpu_forward(M, s, tok, 1, 0, NULL, NULL), -1);
+    cpu_seq_free(s);
     free(tok);
 }
 

@@ -272,7 +272,7 @@ static void test_linear_vs_exl3(void **state)
     for (int i = 0; i < n; i++)
         svh[i] = f32_to_f16((dsk_rng_f32(&R) * 2 - 1) * 2.0f);
     fill(x, m * k, 3.0f);
-    model_linear l;
+    cpu_linear l;
     memset(&l, 0, sizeof l);
     l.q = (exl3_linear){"test.trellis", k, n, K, EXL3_CB_MUL1, trellis, suh, svh, NULL, 0};
     float xf[5 * 256], want[5 * 384], got[5 * 384], part[5 * 128];
