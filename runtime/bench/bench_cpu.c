@@ -52,15 +52,15 @@ static int parse(int argc, char **argv, bench_opts *o)
 }
 
 /* One generation; the best of reps runs is reported. */
-static int run_once(const cpu_model *m, const int32_t *prompt, const bench_opts *o, int draft, gen_stats *best)
+static int run_once(engine *e, const int32_t *prompt, const bench_opts *o, int draft, gen_stats *best)
 {
     int32_t *out = dsk_malloc(sizeof(int32_t) * (size_t)o->decode);
     if (!out)
         return -1;
     for (long r = 0; r < o->reps; r++) {
-        gen_opts g = {.max_tokens = (int)o->decode + 1, .draft = draft};
+        gen_opts g = {.max_tokens = (int)o->decode + 1, .sp = SAMPLE_GREEDY, .draft = draft};
         gen_stats st;
-        if (model_generate(m, prompt, (int)o->prompt, &g, out, &st)) {
+        if (engine_generate(e, prompt, (int)o->prompt, &g, out, &st)) {
             free(out);
             return -1;
         }
@@ -98,42 +98,41 @@ int bench_cpu(int argc, char **argv)
         }
         o.model_dir = dir;
     }
-    linear_set_threads((int)o.threads);
-    cpu_model *m = NULL;
+    engine *e = NULL;
     int rc = 1;
     double t0 = dsk_now();
-    if (cpu_model_load(o.model_dir, (size_t)4 << 30, &m)) {
+    engine_opts eo = {.backend = "cpu", .model_dir = o.model_dir, .max_seqs = 1, .threads = (int)o.threads};
+    if (engine_open(&eo, &e)) {
         fprintf(stderr, "dskit bench cpu: %s\n", dsk_err_msg());
         goto done;
     }
     double load_s = dsk_now() - t0;
+    const engine_info *in = engine_get_info(e);
     int32_t *prompt = dsk_malloc(sizeof(int32_t) * (size_t)o.prompt);
     if (!prompt)
         goto done;
     dsk_rng r;
     dsk_rng_seed(&r, 42);
     for (long i = 0; i < o.prompt; i++)
-        prompt[i] = (int32_t)dsk_rng_below(&r, (uint64_t)m->cfg.vocab_size);
+        prompt[i] = (int32_t)dsk_rng_below(&r, (uint64_t)in->vocab);
     gen_stats serial, drafted;
-    if (run_once(m, prompt, &o, 0, &serial) ||
-        (m->cfg.n_mtp_layers > 0 && run_once(m, prompt, &o, 1, &drafted))) {
+    if (run_once(e, prompt, &o, 0, &serial) || (in->draft_block > 0 && run_once(e, prompt, &o, 1, &drafted))) {
         fprintf(stderr, "dskit bench cpu: %s\n", dsk_err_msg());
         free(prompt);
         goto done;
     }
     free(prompt);
-    printf("dskit bench cpu: %s, %d threads, load %.2f s (%.0f MB of decoded EXL3 weights cached)\n",
-           o.model_dir, (int)o.threads, load_s, (double)m->cache_bytes / 1e6);
+    printf("dskit bench cpu: %s on %s, load %.2f s\n", o.model_dir, in->device, load_s);
     printf("%-10s %8s %10s %8s %10s %s\n", "mode", "prompt", "prefill/s", "decoded", "decode/s", "drafts");
     printf("%-10s %8ld %10.1f %8d %10.1f %s\n", "serial", o.prompt, (double)o.prompt / serial.prefill_s,
            serial.n_out - 1, (serial.n_out - 1) / serial.decode_s, "-");
-    if (m->cfg.n_mtp_layers > 0)
+    if (in->draft_block > 0)
         printf("%-10s %8ld %10.1f %8d %10.1f %.2f accepted/round (%d rounds)\n", "draft", o.prompt,
                (double)o.prompt / drafted.prefill_s, drafted.n_out - 1, (drafted.n_out - 1) / drafted.decode_s,
                drafted.rounds ? (double)drafted.accepted / drafted.rounds : 0.0, drafted.rounds);
     rc = 0;
 done:
-    cpu_model_free(m);
+    engine_close(e);
     if (root[0])
         nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return rc;

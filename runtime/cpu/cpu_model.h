@@ -78,9 +78,10 @@ typedef struct {
 int cpu_model_load(const char *dir, size_t cache_budget, cpu_model **out);
 void cpu_model_free(cpu_model *m);
 
-/* Per-sequence state. Window rings hold ring = window + 8 slots (> window + a 6-row verify window), so a
- * rejected verify row never overwrites a slot that a committed position still needs; every other store
- * is indexed by position. Rolling back is therefore just lowering len. */
+/* Per-sequence state. Window rings hold ring = window + spare slots, spare = cpu_rollback_spare(cfg), so
+ * rolling back up to spare rows past the highest position run never loses a slot a later query needs
+ * (the caller, runtime/engine, refuses more); every other store is indexed by position. Rolling back is
+ * therefore just lowering len. */
 typedef struct {
     int64_t cap;        /* context limit in positions */
     int64_t len;        /* committed positions */
@@ -98,6 +99,8 @@ typedef struct {
 } cpu_seq;
 
 int cpu_seq_new(const cpu_model *m, int64_t cap, cpu_seq **out);
+/* Rows a sequence may roll back: a whole verify window (t0 + dspark_block_size drafts), at least 8. */
+int cpu_rollback_spare(const model_config *c);
 void cpu_seq_free(cpu_seq *s);
 
 /* Run rows tokens[0..n) at positions s->len .. s->len + n - 1: their KV, compressed rows and index keys

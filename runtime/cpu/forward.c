@@ -7,6 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+int cpu_rollback_spare(const model_config *c)
+{
+    return c->dspark_block_size + 1 > 8 ? c->dspark_block_size + 1 : 8;
+}
+
 int cpu_seq_new(const cpu_model *m, int64_t cap, cpu_seq **out)
 {
     const model_config *c = &m->cfg;
@@ -16,7 +21,7 @@ int cpu_seq_new(const cpu_model *m, int64_t cap, cpu_seq **out)
     if (!s)
         return -1;
     s->cap = cap;
-    s->ring = c->window_size + 8;
+    s->ring = c->window_size + cpu_rollback_spare(c);
     int hd = c->head_dim;
     s->tokens = dsk_malloc(sizeof(int32_t) * (size_t)cap);
     s->cids = dsk_calloc((size_t)cap, sizeof(int32_t));

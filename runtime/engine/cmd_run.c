@@ -1,8 +1,9 @@
-/* `dskit run --backend cpu --model DIR --prompt TEXT`: one prompt through the CPU model, the generated
- * text to stdout as it is produced, one summary line to stderr. */
+/* `dskit run --backend cpu --model DIR --prompt TEXT`: one prompt through the engine, the generated text
+ * to stdout as it is produced, one summary line to stderr. */
 #include "runtime/cli.h"
 #include "runtime/common/error.h"
 #include "runtime/engine/generate.h"
+#include "runtime/model/config.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 #include <stdio.h>
@@ -78,7 +79,7 @@ static int parse(int argc, char **argv, run_opts *o)
             return dsk_err("unknown option '%s'", a);
     }
     if (!o->backend || strcmp(o->backend, "cpu"))
-        return dsk_err("--backend cpu is required (the only backend dskit run has so far)");
+        return dsk_err("--backend cpu is required (the only backend this build has)");
     if (!o->model_dir)
         return dsk_err("--model DIR is required");
     if (!o->prompt == !o->prompt_ids)
@@ -157,8 +158,7 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "dskit run: %s\n%s", dsk_err_msg(), usage_text);
         return 2;
     }
-    linear_set_threads((int)o.threads);
-    cpu_model *m = NULL;
+    engine *e = NULL;
     dsk_tokenizer *tok = NULL;
     int32_t *ids = NULL, *out = NULL;
     int n_ids = 0, rc = 2;
@@ -170,10 +170,13 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "dskit run: %s\n", dsk_err_msg());
         goto done;
     }
-    if (cpu_model_load(o.model_dir, (size_t)o.cache_mb << 20, &m)) {
+    engine_opts eo = {.backend = o.backend, .model_dir = o.model_dir, .tokenizer = tok, .max_seqs = 1,
+                      .threads = (int)o.threads, .cache_bytes = (size_t)o.cache_mb << 20};
+    if (engine_open(&eo, &e)) {
         fprintf(stderr, "dskit run: %s\n", dsk_err_msg());
         goto done;
     }
+    int vocab = engine_get_info(e)->vocab;
     if (o.prompt) {
         size_t n;
         if (tok_encode(tok, o.prompt, strlen(o.prompt), 1, &ids, &n)) {
@@ -181,7 +184,7 @@ int cmd_run(int argc, char **argv)
             goto done;
         }
         n_ids = (int)n;
-    } else if (parse_ids(o.prompt_ids, m->cfg.vocab_size, &ids, &n_ids)) {
+    } else if (parse_ids(o.prompt_ids, vocab, &ids, &n_ids)) {
         fprintf(stderr, "dskit run: %s\n", dsk_err_msg());
         goto done;
     }
@@ -192,11 +195,12 @@ int cmd_run(int argc, char **argv)
     if (tok)
         tok_stream_init(&oc.ts, tok);
     out = dsk_malloc(sizeof(int32_t) * (size_t)o.max_tokens);
-    gen_opts g = {.max_tokens = (int)o.max_tokens, .temperature = (float)o.temperature, .seed = o.seed,
+    gen_opts g = {.max_tokens = (int)o.max_tokens,
+                  .sp = {.temperature = (float)o.temperature, .top_p = 1.0f, .seed = o.seed},
                   .draft = o.draft, .stop_at_eos = 1, .dump_logits = dump, .on_token = on_token, .ctx = &oc};
     gen_stats st;
     rc = 1;
-    if (!out || model_generate(m, ids, n_ids, &g, out, &st)) {
+    if (!out || engine_generate(e, ids, n_ids, &g, out, &st)) {
         fprintf(stderr, "\ndskit run: %s\n", dsk_err_msg());
         goto done;
     }
@@ -228,6 +232,6 @@ done:
     free(ids);
     free(out);
     tok_free(tok);
-    cpu_model_free(m);
+    engine_close(e);
     return rc;
 }

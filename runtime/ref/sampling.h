@@ -1,15 +1,31 @@
-/* Sampling (model.md §3.8): argmax at temperature 0, else Gumbel-max whose noise is keyed by (seed,
- * absolute position, token id), so a position draws the same noise however it is reached (one-shot,
- * decode, inside a verify window, or drafted). docs/model.md "Sampling" defines the bits. */
+/* CPU reference of the sampling family (model.md §3.8, docs/model.md "Sampling"): the token a row draws
+ * from its fp32 logits with its sampling parameters, its allowed ids and the keyed noise of
+ * runtime/model/sampling.h, and the log-probabilities a request can ask for. */
 #ifndef DSK_REF_SAMPLING_H
 #define DSK_REF_SAMPLING_H
 
+#include "runtime/model/sampling.h"
+
 #include <stdint.h>
 
-/* The noise's uniform u in (0, 1): 23 bits of a counter-based hash of (seed, pos, id), as (2k+1)·2^-24. */
-float sample_uniform(uint64_t seed, int64_t pos, int32_t id);
-/* The token for absolute position pos from fp32 logits [vocab]: temperature <= 0 gives the argmax (ties
- * to the lower id); otherwise argmax_v exp(l_v/T - max) / -log(u_v) (ties to the lower id). */
-int32_t sample_token(const float *logits, int vocab, float temperature, uint64_t seed, int64_t pos);
+/* Whether id is allowed by a bitmask of (V + 31) / 32 words (NULL: every id). */
+static inline int sample_allowed(const uint32_t *allow, int32_t id)
+{
+    return !allow || (allow[id >> 5] >> (id & 31) & 1u);
+}
+
+/* The token for absolute position pos from logits [V], among the ids allow permits (NULL: all):
+ *   temperature <= 0: the argmax, ties to the lower id;
+ *   else z = logit / max(T, 1e-5); top_k > 0 keeps the top_k largest z (ties to the lower id); top_p < 1
+ *   then keeps, of the SAMPLE_TOP_P_CANDIDATES (or top_k) largest, the shortest prefix in z order whose
+ *   mass reaches top_p of the distribution's (Σ exp(z - max) over the kept ids, in ascending id); the
+ *   draw is argmax over the kept ids of exp(z - max) / -log(u(seed, pos, id)), ties to the lower id.
+ * Returns -1 when no id is allowed. */
+int32_t sample_row(const float *logits, int V, const sample_params *sp, int64_t pos, const uint32_t *allow);
+
+/* Log-probabilities of the raw logits (temperature 1) over the allowed ids: *lp of token, and the n
+ * (<= SAMPLE_MAX_TOP_LOGPROBS) most likely ids with theirs, most likely first (ties to the lower id). */
+void sample_logprobs(const float *logits, int V, const uint32_t *allow, int32_t token, int n, float *lp,
+                     int32_t *top_ids, float *top_lp);
 
 #endif

@@ -458,8 +458,9 @@ static int load_root(dsk_tokenizer *tok, const json_t *root)
         return dsk_err("the pre_tokenizer has no ByteLevel step (only byte-level BPE is supported)");
     if (build_decoded(tok))
         return -1;
-    tok->bos = tok_id(tok, "<｜begin▁of▁sentence｜>");
-    tok->eos = tok_id(tok, "<｜end▁of▁sentence｜>");
+    static const char bos[] = "<｜begin▁of▁sentence｜>", eos[] = "<｜end▁of▁sentence｜>";
+    tok->bos = tok_lookup(tok, bos, sizeof bos - 1);
+    tok->eos = tok_lookup(tok, eos, sizeof eos - 1);
     return 0;
 fail:
     tok->strs = NULL;

@@ -8,6 +8,7 @@
 #include "runtime/cli.h"
 #include "runtime/common/error.h"
 #include "runtime/cpu/cpu_model.h"
+#include "runtime/engine/engine.h"
 
 #include <ftw.h>
 #include <inttypes.h>
@@ -45,6 +46,20 @@ static inline cpu_model *model_test_make(const char *preset, uint64_t seed)
         return NULL;
     }
     return m;
+}
+
+/* An engine (cpu backend) on the checkpoint model_test_make wrote. */
+static inline engine *model_test_engine(int max_seqs)
+{
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s/ckpt", model_test_root);
+    engine_opts o = {.backend = "cpu", .model_dir = dir, .max_seqs = max_seqs, .cache_bytes = (size_t)1 << 30};
+    engine *e;
+    if (engine_open(&o, &e)) {
+        fprintf(stderr, "engine_open failed: %s\n", dsk_err_msg());
+        return NULL;
+    }
+    return e;
 }
 
 static inline void model_test_cleanup(cpu_model *m)

@@ -12,6 +12,7 @@
 #include <time.h>
 
 static cpu_model *M;
+static engine *E; /* the same checkpoint behind the engine interface */
 static dsk_rng R;
 static uint64_t run_seed;
 
@@ -22,12 +23,14 @@ static int setup(void **state)
     printf("model modes test: seed %" PRIu64 "\n", run_seed);
     dsk_rng_seed(&R, run_seed);
     M = model_test_make("tiny", 1 + run_seed % 97);
-    return M ? 0 : -1;
+    E = M ? model_test_engine(1) : NULL;
+    return E ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
     (void)state;
+    engine_close(E);
     model_test_cleanup(M);
     return 0;
 }
@@ -171,8 +174,9 @@ static void test_verify_rollback(void **state)
 
 static void generate(const int32_t *prompt, int n, float temp, int draft, int32_t *out, gen_stats *st)
 {
-    gen_opts o = {.max_tokens = 24, .temperature = temp, .seed = 1234 + run_seed, .draft = draft};
-    assert_ok(model_generate(M, prompt, n, &o, out, st));
+    gen_opts o = {.max_tokens = 24, .sp = {.temperature = temp, .top_p = 1.0f, .seed = 1234 + run_seed},
+                  .draft = draft};
+    assert_ok(engine_generate(E, prompt, n, &o, out, st));
     assert_int_equal(st->n_out, 24);
 }
 
@@ -199,7 +203,7 @@ static int32_t argmax_sampler(const float *logits, int vocab, int64_t pos, void 
 {
     (void)pos;
     (void)ctx;
-    return sample_token(logits, vocab, 0.0f, 0, 0);
+    return sample_row(logits, vocab, &SAMPLE_GREEDY, 0, NULL);
 }
 
 /* The drafter's rings fed one-shot or position by position give the same drafts and confidences. */
@@ -232,6 +236,30 @@ static void test_draft_modes(void **state)
     free(tok);
 }
 
+/* Routing spreads over the experts (random weights route everywhere; a stuck router would not). */
+static void test_routing_spread(void **state)
+{
+    (void)state;
+    const model_config *c = &M->cfg;
+    M->expert_hits = calloc((size_t)c->n_all_layers * 4096, sizeof(uint32_t));
+    int n = 48;
+    int32_t *tok = random_tokens(n);
+    cpu_seq *s;
+    assert_ok(cpu_seq_new(M, 4096, &s));
+    assert_ok(cpu_forward(M, s, tok, n, n, NULL, NULL));
+    for (int l = 0; l < c->n_layers; l++) {
+        int used = 0;
+        for (int e = 0; e < c->n_routed_experts; e++)
+            used += M->expert_hits[l * 4096 + e] > 0;
+        if (used < c->n_routed_experts - 2)
+            fail_msg("layer %d routes to only %d of %d experts", l, used, c->n_routed_experts);
+    }
+    free(M->expert_hits);
+    M->expert_hits = NULL;
+    cpu_seq_free(s);
+    free(tok);
+}
+
 /* The context limit is a clear refusal that leaves the state untouched. */
 static void test_context_limit(void **state)
 {
@@ -257,6 +285,7 @@ int main(void)
         cmocka_unit_test(test_verify_rollback),
         cmocka_unit_test(test_drafted_equals_serial),
         cmocka_unit_test(test_draft_modes),
+        cmocka_unit_test(test_routing_spread),
         cmocka_unit_test(test_context_limit),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

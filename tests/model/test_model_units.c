@@ -246,16 +246,17 @@ static void test_sampling(void **state)
     assert_true(sample_uniform(7, 5, 3) != sample_uniform(7, 6, 3));
     assert_true(sample_uniform(7, 5, 3) != sample_uniform(7, 5, 4));
     float lg[4] = {1.0f, 3.0f, 3.0f, -2.0f};
-    assert_int_equal(sample_token(lg, 4, 0.0f, 1, 0), 1);
+    assert_int_equal(sample_row(lg, 4, &SAMPLE_GREEDY, 0, NULL), 1);
     float p3[3] = {logf(0.5f), logf(0.3f), logf(0.2f)};
     int count[3] = {0, 0, 0};
     for (int pos = 0; pos < 20000; pos++)
-        count[sample_token(p3, 3, 1.0f, 99, pos)]++;
+        count[sample_row(p3, 3, &(sample_params){1.0f, 1.0f, 0, 99}, pos, NULL)]++;
     assert_true(fabs(count[0] / 20000.0 - 0.5) < 0.02);
     assert_true(fabs(count[1] / 20000.0 - 0.3) < 0.02);
     assert_true(fabs(count[2] / 20000.0 - 0.2) < 0.02);
     /* the same (seed, position) draws the same token, whatever was drawn before */
-    assert_int_equal(sample_token(p3, 3, 1.0f, 99, 1234), sample_token(p3, 3, 1.0f, 99, 1234));
+    sample_params sp = {1.0f, 1.0f, 0, 99};
+    assert_int_equal(sample_row(p3, 3, &sp, 1234, NULL), sample_row(p3, 3, &sp, 1234, NULL));
 }
 
 /* The model's linear (cached or not, any column range, any thread count) equals exl3_matmul. */
