@@ -136,7 +136,7 @@ void row_cache_put(row_cache *c, uint64_t key, const uint8_t *rec)
         }
         c->key[s] = key + 1;
         c->index[i] = (uint32_t)(s + 1);
+        c->ref[s] = 0; /* a row must be asked for again to earn its place: one-off rows go first */
     }
-    c->ref[s] = 1;
     memcpy(c->data + s * c->rec_bytes, rec, c->rec_bytes);
 }

@@ -1,6 +1,8 @@
 /* The store's hot-row cache: a fixed number of record slots, keyed by (layer slot, row), evicted by CLOCK
- * (one reference bit per slot; a miss sweeps the hand, clearing bits, to the first unreferenced slot). CLOCK
- * rather than LRU: a hit only sets a bit, so the hot path does no list surgery. The key index is an
+ * (one reference bit per slot, set by a hit; an insert into a full cache sweeps the hand, clearing bits, to the
+ * first unreferenced slot). New rows come in unreferenced, so rows read once (most of a uniform hash's
+ * rows) are evicted before rows that were hit. CLOCK rather than LRU: a hit only sets a bit, so the hot
+ * path does no list surgery. The key index is an
  * open-addressing table (linear probing, backward-shift deletion) twice the slot count. */
 #ifndef DSK_ENGRAM_CACHE_H
 #define DSK_ENGRAM_CACHE_H

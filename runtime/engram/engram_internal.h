@@ -47,7 +47,7 @@ typedef struct {
     int32_t blk;           /* index into f->blocks */
 } io_slot;
 
-typedef enum { FAULT_EIO, FAULT_SHORT, FAULT_SLOW } fault_kind;
+typedef enum { FAULT_EIO, FAULT_SHORT, FAULT_SLOW, FAULT_NODIRECT } fault_kind;
 
 typedef struct {
     fault_kind kind;
@@ -89,7 +89,7 @@ struct engram_store {
 /* Bump a counter (relaxed: they are statistics, read by other threads). */
 #define COUNT(s, field, n) atomic_fetch_add_explicit(&(s)->c.field, (uint64_t)(n), memory_order_relaxed)
 
-/* Parse DSKIT_ENGRAM_FAULT ("eio@N,short@N,slow@N:MS"); fails naming the bad item. */
+/* Parse DSKIT_ENGRAM_FAULT ("eio@N,short@N,slow@N:MS,nodirect"); fails naming the bad item. */
 int engram_parse_faults(const char *spec, fault *out, int *n_out);
 
 /* engram_fetch.c: drain every read still in the kernel, at most timeout_ms (close). */

@@ -39,8 +39,10 @@ int engram_parse_faults(const char *spec, fault *out, int *n_out)
             f->kind = FAULT_SHORT;
         else if (sscanf(item, "slow@%llu:%d%n", &at, &ms, &used) == 2 && item[used] == 0 && ms > 0)
             f->kind = FAULT_SLOW;
+        else if (!strcmp(item, "nodirect"))
+            f->kind = FAULT_NODIRECT, at = UINT64_MAX;
         else
-            return dsk_err("DSKIT_ENGRAM_FAULT: '%s' is not eio@N, short@N or slow@N:MS", item);
+            return dsk_err("DSKIT_ENGRAM_FAULT: '%s' is not eio@N, short@N, slow@N:MS or nodirect", item);
         if (at == 0)
             return dsk_err("DSKIT_ENGRAM_FAULT: '%s': reads are numbered from 1", item);
         f->at = at;
@@ -96,10 +98,15 @@ static int verify_file_blocks(const pack_file *pf, uint8_t *buf, size_t cap)
 
 /* Open one pack file, falling back to buffered reads where the filesystem refuses O_DIRECT. */
 static int open_pack_file(pack_file *pf, const engram_manifest *m, int i, uint32_t rank, const engram_source *src,
-                          uint8_t *buf, int *said_buffered)
+                          uint8_t *buf, int no_direct, int *said_buffered)
 {
     int direct = 1;
-    pf->fd = open(pf->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+    if (no_direct) { /* DSKIT_ENGRAM_FAULT=nodirect: as if the filesystem said EINVAL */
+        pf->fd = -1;
+        errno = EINVAL;
+    } else {
+        pf->fd = open(pf->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+    }
     if (pf->fd < 0 && errno == EINVAL) {
         direct = 0;
         pf->fd = open(pf->path, O_RDONLY | O_CLOEXEC);
@@ -152,6 +159,15 @@ static int check_source(const char *dir, const engram_manifest *m, const engram_
 
 static int open_nvme(engram_store *s, const char *dir, const engram_source *src, const engram_store_opts *o)
 {
+    const char *env = getenv("DSKIT_ENGRAM_FAULT");
+    int no_direct = 0;
+    if (env && *env) {
+        if (engram_parse_faults(env, s->faults, &s->n_faults))
+            return -1;
+        fprintf(stderr, "dskit: engram: DSKIT_ENGRAM_FAULT=%s: test-only fault injection is on\n", env);
+        for (int k = 0; k < s->n_faults; k++)
+            no_direct |= s->faults[k].kind == FAULT_NODIRECT;
+    }
     engram_manifest m;
     if (engram_manifest_read(dir, &m) || (src && check_source(dir, &m, src)))
         return -1;
@@ -184,7 +200,7 @@ static int open_nvme(engram_store *s, const char *dir, const engram_source *src,
             snprintf(pf->path, sizeof pf->path, "%s/%s", dir, name);
             if (o->tp && (uint32_t)o->rank != r)
                 continue;
-            rc = open_pack_file(pf, &m, i, r, src, buf, &said_buffered);
+            rc = open_pack_file(pf, &m, i, r, src, buf, no_direct, &said_buffered);
             if (!rc && o->verify_blocks)
                 rc = verify_file_blocks(pf, buf, cap);
         }
@@ -193,12 +209,6 @@ static int open_nvme(engram_store *s, const char *dir, const engram_source *src,
     if (rc)
         return -1;
 
-    const char *env = getenv("DSKIT_ENGRAM_FAULT");
-    if (env && *env) {
-        if (engram_parse_faults(env, s->faults, &s->n_faults))
-            return -1;
-        fprintf(stderr, "dskit: engram: DSKIT_ENGRAM_FAULT=%s: test-only fault injection is on\n", env);
-    }
     int depth = o->queue_depth ? o->queue_depth : DEFAULT_QUEUE_DEPTH;
     if (depth < 1 || depth > MAX_QUEUE_DEPTH)
         return dsk_err("queue depth %d: between 1 and %d", depth, MAX_QUEUE_DEPTH);
