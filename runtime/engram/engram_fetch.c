@@ -17,7 +17,7 @@
 #include <time.h>
 
 #define SUBMIT_BATCH 64
-#define REAP_BATCH 64
+#define REAP_BATCH 256
 #define SLOW_LOG_FIRST 8      /* slow reads logged one by one; after that one line per SLOW_LOG_EVERY */
 #define SLOW_LOG_EVERY 1000
 
@@ -390,7 +390,14 @@ int engram_fetch_wait(engram_fetch *f, int slot, int timeout_ms)
             nanosleep(&ts, NULL);
             continue;
         }
-        int n = reap(s, 1, left);
+        /* Ask for as many completions as the layer still needs (all of which must come before it is
+         * done, so this never waits longer) to save io_getevents calls. */
+        int64_t want = f->pending[slot];
+        if (want > s->n_busy)
+            want = s->n_busy;
+        if (want > REAP_BATCH)
+            want = REAP_BATCH;
+        int n = reap(s, (int)want, left);
         if (n < 0)
             return dsk_err("engram layer %d: io_getevents: %s", s->layer[slot].layer_id, strerror(-n));
     }
