@@ -41,6 +41,7 @@ struct engram_fetch {
     struct engram_fetch *next;                   /* the store's open fetches */
     engram_fetch_layer req[ENGRAM_MAX_LAYERS];
     int64_t pending[ENGRAM_MAX_LAYERS];          /* blocks of the layer not completed */
+    int64_t inflight[ENGRAM_MAX_LAYERS];         /* of those, submitted and not yet reaped */
     int host_done[ENGRAM_MAX_LAYERS];
     int failed[ENGRAM_MAX_LAYERS];
     char err[ENGRAM_MAX_LAYERS][1024];           /* the layer's first error */
@@ -157,6 +158,8 @@ static int reap(engram_store *s, int min_nr, double wait_s)
         io_slot *sl = ev[i].data;
         long long res = (long long)(long)ev[i].res; /* the kernel's long: bytes or -errno */
         s->n_busy--;
+        if (sl->f)
+            sl->f->inflight[sl->f->blocks[sl->blk].slot]--;
         const fault *ft = s->n_faults ? fault_for(s, sl->read_no) : NULL;
         if (ft && ft->kind == FAULT_EIO)
             res = -EIO;
@@ -228,6 +231,7 @@ static void submit_more(engram_store *s)
             for (int i = 0; i < ok; i++) {
                 sls[i]->read_no = ++s->reads_submitted;
                 f->blocks[sls[i]->blk].state = BLK_INFLIGHT;
+                f->inflight[f->blocks[sls[i]->blk].slot]++;
             }
             s->n_busy += ok;
             if (ok == nb)
@@ -390,13 +394,15 @@ int engram_fetch_wait(engram_fetch *f, int slot, int timeout_ms)
             nanosleep(&ts, NULL);
             continue;
         }
-        /* Ask for as many completions as the layer still needs (all of which must come before it is
-         * done, so this never waits longer) to save io_getevents calls. */
-        int64_t want = f->pending[slot];
-        if (want > s->n_busy)
-            want = s->n_busy;
-        if (want > REAP_BATCH)
-            want = REAP_BATCH;
+        /* Ask for as many completions as the layer has reads in flight (all of them must come back
+         * before it is done, so this never waits longer) to save io_getevents calls. While blocks of
+         * the layer still wait for a read slot, ask for a few only, so the freed slots are refilled. */
+        int64_t want = f->inflight[slot];
+        int64_t cap = f->pending[slot] > f->inflight[slot] ? s->n_slots / 8 + 1 : REAP_BATCH;
+        if (want > cap)
+            want = cap;
+        if (want < 1)
+            want = 1;
         int n = reap(s, (int)want, left);
         if (n < 0)
             return dsk_err("engram layer %d: io_getevents: %s", s->layer[slot].layer_id, strerror(-n));

@@ -108,7 +108,7 @@ static int verify_file(const char *dir, const engram_manifest *m, int i, uint32_
                 "truncated" : "trailing bytes", (unsigned long long)st.st_size, (unsigned long long)engram_file_bytes(&h));
         goto done;
     }
-    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL); /* hints: a refusal changes nothing but speed */
     rc = verify_blocks(fd, &h, t, path, buf);
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 done:
@@ -152,6 +152,12 @@ int engram_verify(const char *dir, const engram_source *src, FILE *report)
         dsk_err("%s: not a folder", dir);
         return IO;
     }
+    for (int i = 0; src && i < src->n_layers; i++)
+        if (!src->table[i].values || !src->table[i].scales) {
+            dsk_err("verify: layer %d's checkpoint table is not mapped; its rows cannot be compared",
+                    src->table[i].layer_id);
+            return IO;
+        }
     engram_manifest m;
     if (engram_manifest_read(dir, &m))
         return BAD;
