@@ -2,8 +2,8 @@
  * random rows, as the n-gram hash makes them) through the store, cold (no hot-row cache, the pack files
  * dropped from the page cache, O_DIRECT) and warm (every row of the measured rounds already in the
  * hot-row cache). By default on a synthetic pack of real-width 264-byte rows generated in $TMPDIR and
- * removed afterwards; --model packs (and also reads as `host`) a checkpoint's tables; --dir reads an
- * existing pack. */
+ * removed afterwards; --model packs (and also reads as `host`) a checkpoint's tables; --dir PACKDIR reads
+ * the pack there, or (no pack there) generates it there, on the disk to be measured, and removes it. */
 #include "runtime/cli.h"
 #include "runtime/common/error.h"
 #include "runtime/common/rng.h"
@@ -60,8 +60,6 @@ static int parse(int argc, char **argv, bench_opts *o)
             return dsk_err("bench engram: unknown or incomplete option '%s' (options: --model DIR, --rows N, --dir "
                            "PACKDIR, --rounds N, --cache-mb MB)", a);
     }
-    if (o->model && o->dir)
-        return dsk_err("bench engram: --model and --dir are exclusive");
     return 0;
 }
 
@@ -240,6 +238,19 @@ static int bench_store(const char *placement, const engram_source *src, long rou
     return 0;
 }
 
+/* The folder holding path (for the free-space check). */
+static void parent_dir(const char *path, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s", path);
+    char *slash = strrchr(out, '/');
+    if (!slash)
+        snprintf(out, cap, ".");
+    else if (slash == out)
+        out[1] = 0;
+    else
+        *slash = 0;
+}
+
 int bench_engram(int argc, char **argv)
 {
     bench_opts o = {.rows = 7500000, .rounds = 200, .cache_mb = 512};
@@ -247,58 +258,67 @@ int bench_engram(int argc, char **argv)
         fprintf(stderr, "dskit bench engram: %s\n", dsk_err_msg());
         return 2;
     }
-    char root[512] = "", pack[600], placement[700];
+    char made[600] = "", pack[600], placement[700], man[700], what[700];
     st_set *ckpt = NULL;
     engram_source src;
-    int have_src = 0, rc = 1;
-    const char *what;
-    char what_buf[256];
-    if (o.dir) {
+    int rc = 1;
+    snprintf(man, sizeof man, "%s/%s", o.dir ? o.dir : "", ENGRAM_MANIFEST);
+    int existing = o.dir && dsk_file_exists(man);
+    if (o.model && (st_open(o.model, &ckpt) || engram_source_from_model(ckpt, o.model, &src)))
+        goto fail;
+    if (existing) {
         snprintf(pack, sizeof pack, "%s", o.dir);
-        what = "an existing pack";
+        snprintf(what, sizeof what, "the existing pack %s", o.dir);
     } else {
-        const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-        snprintf(root, sizeof root, "%s/dskit-bench-engram-XXXXXX", tmp);
-        if (!mkdtemp(root)) {
-            fprintf(stderr, "dskit bench engram: mkdtemp %s: %s\n", root, strerror(errno));
-            return 2;
-        }
-        snprintf(pack, sizeof pack, "%s/pack", root);
-        if (o.model) {
-            if (st_open(o.model, &ckpt) || engram_source_from_model(ckpt, o.model, &src))
-                goto fail;
-            snprintf(what_buf, sizeof what_buf, "the Engram tables of %s", o.model);
+        if (o.dir) { /* generated there (the disk to measure), removed afterwards */
+            snprintf(pack, sizeof pack, "%s", o.dir);
+            snprintf(made, sizeof made, "%s", o.dir);
         } else {
-            synth_source(o.rows, &src);
-            snprintf(what_buf, sizeof what_buf, "a synthetic pack of 2 x %ld rows of 264 bytes", o.rows);
+            const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+            snprintf(made, sizeof made, "%s/dskit-bench-engram-XXXXXX", tmp);
+            if (!mkdtemp(made)) {
+                fprintf(stderr, "dskit bench engram: mkdtemp %s: %s\n", made, strerror(errno));
+                made[0] = 0;
+                goto done;
+            }
+            snprintf(pack, sizeof pack, "%s/pack", made);
         }
-        what = what_buf;
-        have_src = 1;
+        if (o.model)
+            snprintf(what, sizeof what, "the Engram tables of %s packed into %s", o.model, pack);
+        else {
+            synth_source(o.rows, &src);
+            snprintf(what, sizeof what, "a synthetic pack of 2 x %ld rows of 264 bytes in %s", o.rows, pack);
+        }
         engram_pack_opts po = {.tp = 1, .progress = 1};
         uint64_t bytes;
         struct statvfs vfs;
+        char parent[600];
+        parent_dir(pack, parent, sizeof parent);
         if (engram_pack_bytes(&src, &po, &bytes))
             goto fail;
         /* keep well clear of a full disk: at most half of what is free */
-        if (statvfs(root, &vfs) == 0 && bytes > (uint64_t)vfs.f_bavail * vfs.f_frsize / 2) {
+        if (statvfs(parent, &vfs) == 0 && bytes > (uint64_t)vfs.f_bavail * vfs.f_frsize / 2) {
             dsk_err("the pack needs %.2f GB; only %.2f GB are free in %s (use --rows)", bytes / 1e9,
-                    (double)vfs.f_bavail * vfs.f_frsize / 1e9, tmp);
+                    (double)vfs.f_bavail * vfs.f_frsize / 1e9, parent);
             goto fail;
         }
         double t0 = dsk_now();
-        if (engram_pack(&src, pack, &po, o.model ? NULL : synth_rows, NULL))
+        if (engram_pack(&src, pack, &po, o.model ? NULL : synth_rows, NULL)) {
+            if (o.dir)
+                made[0] = 0; /* refused or failed: nothing of ours is there */
             goto fail;
+        }
         double dt = dsk_now() - t0;
-        printf("dskit bench engram: packed %.2f GB in %.1f s (%.0f MB/s) into %s\n", bytes / 1e9, dt,
-               bytes / dt / 1e6, pack);
+        printf("dskit bench engram: packed %.2f GB in %.1f s (%.0f MB/s)\n", bytes / 1e9, dt, bytes / dt / 1e6);
     }
     printf("dskit bench engram: %s; 24 rows per position per layer, 2 layers, uniform random rows; cold: no "
            "hot-row cache, files dropped from the page cache, O_DIRECT; warm: %ld MB hot-row cache holding every "
-           "measured row; slow: reads over %d ms; usr/r, sys/r: this process's user and system CPU microseconds per row\n", what, o.cache_mb, BENCH_SLOW_MS);
-    printf("%-10s %-5s %6s %8s %7s %12s %9s %9s %9s %9s %7s %5s %5s %5s\n", "placement", "cache", "pos", "rows", "rounds",
-           "rows/s", "med ms", "p99 ms", "reads/rd", "MB/s", "hits", "slow", "usr/r", "sys/r");
+           "measured row; slow: reads over %d ms; usr/r, sys/r: this process's user and system CPU microseconds "
+           "per row\n", what, o.cache_mb, BENCH_SLOW_MS);
+    printf("%-10s %-5s %6s %8s %7s %12s %9s %9s %9s %9s %7s %5s %5s %5s\n", "placement", "cache", "pos", "rows",
+           "rounds", "rows/s", "med ms", "p99 ms", "reads/rd", "MB/s", "hits", "slow", "usr/r", "sys/r");
     snprintf(placement, sizeof placement, "nvme:%s", pack);
-    if (bench_store(placement, have_src ? &src : NULL, o.rounds, o.cache_mb))
+    if (bench_store(placement, existing && !o.model ? NULL : &src, o.rounds, o.cache_mb))
         goto fail;
     if (o.model && bench_store("host", &src, o.rounds, o.cache_mb))
         goto fail;
@@ -308,7 +328,7 @@ fail:
     fprintf(stderr, "dskit bench engram: %s\n", dsk_err_msg());
 done:
     st_close(ckpt);
-    if (root[0] && nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS))
-        fprintf(stderr, "dskit bench engram: could not remove %s: %s\n", root, strerror(errno));
+    if (made[0] && nftw(made, rm_entry, 16, FTW_DEPTH | FTW_PHYS))
+        fprintf(stderr, "dskit bench engram: could not remove %s: %s\n", made, strerror(errno));
     return rc;
 }

@@ -401,6 +401,8 @@ int engram_fetch_wait(engram_fetch *f, int slot, int timeout_ms)
         int64_t cap = f->pending[slot] > f->inflight[slot] ? s->n_slots / 8 + 1 : REAP_BATCH;
         if (want > cap)
             want = cap;
+        if (want > REAP_BATCH) /* io_getevents refuses min_nr > nr */
+            want = REAP_BATCH;
         if (want < 1)
             want = 1;
         int n = reap(s, (int)want, left);
