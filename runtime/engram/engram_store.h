@@ -86,7 +86,8 @@ typedef struct {
  * variable DSKIT_ENGRAM_FAULT (docs/engram.md "Faults") is read here. */
 int engram_store_open(const char *placement, const engram_source *src, const engram_store_opts *opts,
                       engram_store **out);
-/* Waits (bounded, 10 s) for reads still in flight, then frees everything. NULL is fine. */
+/* Ends every fetch still open (their handles become invalid), waits (bounded, 10 s) for reads still in
+ * flight, then frees everything. NULL is fine. */
 void engram_store_close(engram_store *s);
 
 int engram_store_layers(const engram_store *s);                 /* Engram layers (slots) */
@@ -131,10 +132,11 @@ typedef struct {
  * row's block read is submitted now (up to queue_depth in flight; the rest as reads complete). A row out
  * of range fails here and nothing is started. rows and dst must stay valid until engram_fetch_end. */
 int engram_fetch_begin(engram_store *s, const engram_fetch_layer *layers, engram_fetch **out);
-/* Wait until every row of layer `slot` is in its dst, at most timeout_ms. Fails when the time runs out
- * (the fetch stays valid: wait again or end it), or when a read of the layer failed (I/O error, short
- * read, bad block hash: the message names the file, block, row and errno; later waits give the same
- * error; other layers and later fetches are unaffected). */
+/* Wait until every row of layer `slot` is in its dst, at most timeout_ms (>= 0; 0 only checks). Fails
+ * when the time runs out (the fetch stays valid: wait again or end it), or when a read of the layer
+ * failed (I/O error, short read, bad block hash: the message names the file, block, row and errno; the
+ * failed rows' records are zeros; later waits give the same error; other layers and later fetches are
+ * unaffected). `host` copies the layer's rows here. */
 int engram_fetch_wait(engram_fetch *f, int slot, int timeout_ms);
 /* Submit and reap without blocking; returns the number of layers still pending. */
 int engram_fetch_poll(engram_fetch *f);
