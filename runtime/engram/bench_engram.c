@@ -258,7 +258,7 @@ int bench_engram(int argc, char **argv)
         fprintf(stderr, "dskit bench engram: %s\n", dsk_err_msg());
         return 2;
     }
-    char made[600] = "", pack[600], placement[700], man[700], what[700];
+    char made[512] = "", pack[600], placement[700], man[700], what[900];
     st_set *ckpt = NULL;
     engram_source src;
     int rc = 1;
@@ -292,7 +292,7 @@ int bench_engram(int argc, char **argv)
         engram_pack_opts po = {.tp = 1, .progress = 1};
         uint64_t bytes;
         struct statvfs vfs;
-        char parent[600];
+        char parent[640];
         parent_dir(pack, parent, sizeof parent);
         if (engram_pack_bytes(&src, &po, &bytes))
             goto fail;
