@@ -117,7 +117,7 @@ static void complete(engram_store *s, io_slot *sl, long long res)
                                 engram_block_seed(pf->h.source_id, pf->h.row_first + b->block * s->block_rows))) {
         COUNT(s, errors, 1);
         block_failed(s, f, b, sl->offset, "its xxh3-128 does not match: the block on disk is damaged (dskit engram "
-                                          "verify names every bad block)");
+                                          "verify checks the whole pack)");
     } else {
         COUNT(s, reads, 1);
         COUNT(s, read_bytes, res);
