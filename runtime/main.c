@@ -26,6 +26,7 @@ static const command commands[] = {
     {"version", cmd_version, "version: print dskit's version"},
     {"mkmodel", cmd_mkmodel, "mkmodel --preset P --out DIR: write a synthetic checkpoint (dskit mkmodel --help)"},
     {"tokenize", cmd_tokenize, "text <-> token ids, chat requests -> prompt ids (stdin)"},
+    {"engram", cmd_engram, "engram pack|verify ...: pack the Engram tables for direct reads, check a pack"},
     {"run", cmd_run, "run --backend cpu --model DIR --prompt TEXT: generate with the CPU model"},
 };
 

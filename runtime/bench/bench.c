@@ -19,6 +19,9 @@ static const bench_entry benches[] = {
     {"exl3", bench_exl3, "exl3 KIT [--quick]: EXL3 GPU kernels on the model's shapes: decode matmul (K x codebook x "
                          "rows 1-16) vs the streaming-read roofline, MoE (6 of 384 + shared), prompt form"},
     {"tokenize", bench_tokenize, "tokenize [--tokenizer FILE] [--input TEXT_FILE]: tokenizer encode/decode MB/s"},
+    {"engram", bench_engram, "engram [--model DIR | --rows N] [--dir PACKDIR] [--rounds N] [--cache-mb MB]: Engram "
+                             "row reads per round (1/16/64 positions x 24 rows x 2 layers), cold and cached; "
+                             "PACKDIR: a pack to read, or where to generate one"},
     {"cpu", bench_cpu, "cpu [--model DIR] [--prompt-len N] [--decode N] [--threads N] [--reps N]: the CPU model's "
                        "prefill and decode tok/s (default: the tiny synthetic checkpoint), serial and drafted"},
 };
