@@ -208,6 +208,18 @@ int cpu_backend_open(const engine_backend_args *a, void **impl, const engine_bac
         free(b);
         return -1;
     }
+    if (b->m->cfg.n_engram_layers > 0 && o->engram && strcmp(o->engram, "host")) {
+        if (!strcmp(o->engram, "device")) {
+            cpu_close(b);
+            return dsk_err("--engram device: the cpu backend reads Engram rows from host or nvme:DIR");
+        }
+        if (cpu_model_engram(b->m, o->model_dir, o->engram, o->engram_cache ? o->engram_cache : (size_t)256 << 20,
+                             o->engram_timeout_ms)) {
+            cpu_close(b);
+            return -1;
+        }
+    } else if (b->m->cfg.n_engram_layers > 0 && o->engram_timeout_ms > 0)
+        b->m->eg_timeout_ms = o->engram_timeout_ms;
     const model_config *c = &b->m->cfg;
     b->valid = a->valid;
     b->nslots = o->max_seqs;

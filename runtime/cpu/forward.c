@@ -158,6 +158,39 @@ int head_rows(const cpu_model *m, const uint16_t *X, const float *pi, int n, con
     return rc;
 }
 
+/* One call's Engram rows: their table indices and records per Engram layer, and the store's fetch. */
+typedef struct {
+    int64_t *rows[ENGRAM_MAX_LAYERS];
+    uint8_t *rec[ENGRAM_MAX_LAYERS];
+    engram_fetch *f;
+} engram_round;
+
+static int engram_begin(const cpu_model *m, const cpu_seq *s, int64_t pos0, int n, engram_round *eg)
+{
+    const model_config *c = &m->cfg;
+    int cols = model_engram_cols(c);
+    engram_fetch_layer want[ENGRAM_MAX_LAYERS];
+    for (int slot = 0; slot < c->n_engram_layers; slot++) {
+        size_t nrows = (size_t)n * cols;
+        eg->rows[slot] = dsk_malloc(sizeof(int64_t) * nrows);
+        eg->rec[slot] = dsk_malloc(nrows * (size_t)engram_record_bytes(c->engram_head_dim));
+        if (!eg->rows[slot] || !eg->rec[slot])
+            return -1;
+        engram_hash(&m->engram, slot, s->cids + pos0, pos0, n, eg->rows[slot]);
+        want[slot] = (engram_fetch_layer){eg->rows[slot], (int64_t)nrows, eg->rec[slot]};
+    }
+    return engram_fetch_begin(m->eg, want, &eg->f);
+}
+
+static void engram_end(engram_round *eg)
+{
+    engram_fetch_end(eg->f);
+    for (int slot = 0; slot < ENGRAM_MAX_LAYERS; slot++) {
+        free(eg->rows[slot]);
+        free(eg->rec[slot]);
+    }
+}
+
 static int backbone_attention(const cpu_model *m, int l, const uint16_t *xn, int n, uint16_t *out, void *ctx)
 {
     fwd_ctx *fc = ctx;
@@ -177,6 +210,7 @@ int cpu_forward(const cpu_model *m, cpu_seq *s, const int32_t *tokens, int n, in
                        "sequence or raise the context",
                        (long long)pos0, n, (long long)s->cap);
     fwd_ctx fc = {.s = s, .f = {.n = n, .pos0 = pos0}};
+    engram_round eg = {0};
     uint16_t *X = dsk_malloc(sizeof(uint16_t) * (size_t)n * sd);
     float *pi = dsk_malloc(sizeof(float) * (size_t)n * hc);
     int rc = -1;
@@ -186,10 +220,19 @@ int cpu_forward(const cpu_model *m, cpu_seq *s, const int32_t *tokens, int n, in
         s->tokens[pos0 + i] = tokens[i];
         s->cids[pos0 + i] = m->token_map ? m->token_map[tokens[i]] : 0;
     }
+    /* every Engram row the call needs is asked for now; each layer waits for its own just before it runs */
+    if (c->n_engram_layers > 0 && engram_begin(m, s, pos0, n, &eg))
+        goto done;
     for (int l = 0; l < c->n_layers; l++) {
         const layer_role *r = &c->roles[l];
-        if (r->engram >= 0 && engram_rows(m, s, l, pos0, n, X))
-            goto done;
+        if (r->engram >= 0) {
+            if (engram_fetch_wait(eg.f, r->engram, m->eg_timeout_ms)) {
+                dsk_err_ctx("layer %d: Engram rows", l);
+                goto done;
+            }
+            if (engram_rows(m, l, n, eg.rec[r->engram], X))
+                goto done;
+        }
         if (r->dspark_tap >= 0 && taps)
             for (int i = 0; i < n; i++)
                 for (int k = 0; k < d; k++) {
@@ -214,6 +257,7 @@ done:
     }
     free(fc.f.cand);
     free(fc.f.cand_n);
+    engram_end(&eg);
     free(X);
     free(pi);
     return rc;

@@ -43,7 +43,8 @@ int attn_output(const model_config *c, const block_weights *b, uint16_t *o, int 
 int attention_layer(const cpu_model *m, cpu_seq *s, fwd_call *f, int l, const uint16_t *xn, uint16_t *out);
 /* MoE of one block over n rows of ffn_norm output: out bf16 [n][d]. */
 int moe_rows(const cpu_model *m, const block_weights *b, const uint16_t *x, int n, uint16_t *out);
-/* Engram before layer l for the call's rows: updates the streams X [n][hc][d] in place. */
-int engram_rows(const cpu_model *m, const cpu_seq *s, int l, int64_t pos0, int n, uint16_t *X);
+/* Engram before layer l for the call's rows from their table records ([n][cols] records of the rows
+ * engram_hash gives, in that order): updates the streams X [n][hc][d] in place. */
+int engram_rows(const cpu_model *m, int l, int n, const uint8_t *records, uint16_t *X);
 
 #endif

@@ -14,7 +14,7 @@
 static const char usage_text[] =
     "usage: dskit run --backend cpu --model DIR (--prompt TEXT | --prompt-ids \"1 2 3\") [--max-tokens N]\n"
     "                 [--temperature T] [--seed S] [--draft] [--dump-logits FILE] [--threads N] [--cache-mb N]\n"
-    "                 [--print-ids]\n"
+    "                 [--print-ids] [--engram host|nvme:DIR]\n"
     "  --prompt TEXT       tokenized with DIR/tokenizer.json, BOS first\n"
     "  --prompt-ids IDS    token ids instead of text\n"
     "  --max-tokens N      new tokens at most (default 64); generation also stops at EOS\n"
@@ -23,10 +23,11 @@ static const char usage_text[] =
     "  --dump-logits FILE  the fp32 logits row that chose each token (little-endian, vocab_size each)\n"
     "  --threads N         worker threads for the wide matmuls (default 2; results never depend on it)\n"
     "  --cache-mb N        decoded EXL3 weights kept in memory (default 4096; the rest decode per use)\n"
+    "  --engram WHERE      Engram rows from host (the checkpoint, default) or nvme:DIR (dskit engram pack)\n"
     "  --print-ids         print the generated ids instead of text\n";
 
 typedef struct {
-    const char *backend, *model_dir, *prompt, *prompt_ids, *dump;
+    const char *backend, *model_dir, *prompt, *prompt_ids, *dump, *engram;
     long max_tokens, threads, cache_mb;
     double temperature;
     uint64_t seed;
@@ -59,6 +60,8 @@ static int parse(int argc, char **argv, run_opts *o)
             o->prompt_ids = v;
         else if (!strcmp(a, "--dump-logits"))
             o->dump = v;
+        else if (!strcmp(a, "--engram"))
+            o->engram = v;
         else if (!strcmp(a, "--max-tokens")) {
             if (cli_parse_int(a, v, 1, 1 << 24, &o->max_tokens))
                 return -1;
@@ -170,7 +173,7 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "dskit run: %s\n", dsk_err_msg());
         goto done;
     }
-    engine_opts eo = {.backend = o.backend, .model_dir = o.model_dir, .tokenizer = tok, .max_seqs = 1,
+    engine_opts eo = {.backend = o.backend, .model_dir = o.model_dir, .tokenizer = tok, .max_seqs = 1, .engram = o.engram,
                       .threads = (int)o.threads, .cache_bytes = (size_t)o.cache_mb << 20};
     if (engine_open(&eo, &e)) {
         fprintf(stderr, "dskit run: %s\n", dsk_err_msg());

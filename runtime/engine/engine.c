@@ -16,6 +16,7 @@ typedef struct {
     int64_t len;     /* committed */
     int64_t ran;     /* end of what has run and may still be committed: len .. ran */
     int64_t hi;      /* one past the highest position ever run (what the window rings have seen) */
+    int broken;      /* a failed step left more uncommitted rows than can be rolled back */
 } seq_slot;
 
 struct engine {
@@ -158,6 +159,10 @@ static seq_slot *slot(engine *e, int seq)
         dsk_err("sequence %d is not open", seq);
         return NULL;
     }
+    if (e->seqs[seq].broken) {
+        dsk_err("sequence %d: a failed step left its state unusable; close it", seq);
+        return NULL;
+    }
     return &e->seqs[seq];
 }
 
@@ -220,18 +225,22 @@ int engine_step(engine *e, const engine_row *rows, int n, engine_out *out)
                            rows[i].seq, (long long)s->len, j - i, (long long)s->reserve);
         i = j;
     }
-    if (e->ops->step(e->impl, rows, n, out))
-        return -1;
+    int rc = e->ops->step(e->impl, rows, n, out);
+    /* what ran (or may have run, on a failure) counts for the rollback window */
     for (int i = 0; i < n;) {
         seq_slot *s = &e->seqs[rows[i].seq];
         int j = i;
         while (j < n && rows[j].seq == rows[i].seq)
             j++;
-        s->ran = s->len + (j - i);
-        s->hi = s->ran > s->hi ? s->ran : s->hi;
+        int64_t end = s->len + (j - i);
+        s->hi = end > s->hi ? end : s->hi;
+        if (rc == 0)
+            s->ran = end;
+        else if (s->hi - s->len > e->info.max_rollback)
+            s->broken = 1;
         i = j;
     }
-    return 0;
+    return rc;
 }
 
 int engine_commit(engine *e, int seq, int64_t len)

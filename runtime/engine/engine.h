@@ -31,6 +31,10 @@ typedef struct {
     int64_t pool;            /* positions all open sequences may hold together (default: unbounded on the
                                 cpu; max_seqs × context on the gpu) */
     int max_rows;            /* rows one step may carry (default 4096) */
+    const char *engram;      /* where Engram rows come from: "host" (default on the cpu: the mapped checkpoint),
+                                "nvme:DIR" (packed files, docs/engram.md), "device" (gpu) */
+    size_t engram_cache;     /* nvme: hot-row cache bytes (default 256 MiB) */
+    int engram_timeout_ms;   /* a step waits at most this long for a layer's rows (default 10000) */
     int threads;             /* cpu: worker threads (default 2; results never depend on it) */
     size_t cache_bytes;      /* cpu: decoded EXL3 weights to keep (default 4 GiB) */
 } engine_opts;
@@ -86,7 +90,9 @@ typedef struct {
 
 /* Run rows [0, n). The rows' KV enters their sequences uncommitted. Refused, without touching any state,
  * past the context or the pool, beyond max_rows, or when a sequence's earlier uncommitted rows are more
- * than max_rollback (commit them first). */
+ * than max_rollback (commit them first). A step that fails while running (an Engram read error, a device
+ * fault) leaves its rows uncommitted; a sequence whose rows then exceed the rollback window can only be
+ * closed (further steps and commits on it are refused, naming it); the other sequences go on. */
 int engine_step(engine *e, const engine_row *rows, int n, engine_out *out);
 
 /* Set a sequence's committed length to len: up to its committed length plus the rows of the last step
