@@ -9,6 +9,7 @@
 #include "runtime/model/engram_layout.h"
 #include "runtime/cpu/linear.h"
 #include "runtime/engram/engram_store.h"
+#include "runtime/engine/xchg.h"
 #include "runtime/weights/safetensors.h"
 
 #include <stddef.h>
@@ -64,6 +65,7 @@ typedef struct {
     const uint16_t *markov_head;  /* [V][markov_rank] bf16 */
     uint16_t *markov_head_t;      /* [markov_rank][V] the same transposed (owned) */
     const uint16_t *confidence;   /* [d + markov_rank] bf16 */
+    rank_xchg *xchg;            /* tensor parallelism: this rank and its exchanges (rank_xchg_single: tp 1) */
     engram_source eg_src;       /* the checkpoint's Engram tables (pointing into st) */
     engram_store *eg;           /* where their rows come from (host mapping or packed files) */
     int eg_timeout_ms;          /* how long a forward waits for a layer's rows */

@@ -141,20 +141,37 @@ int head_rows(const cpu_model *m, const uint16_t *X, const float *pi, int n, con
               uint16_t *u_out)
 {
     const model_config *c = &m->cfg;
-    int hc = c->hc_mult, d = c->dim;
+    cpu_split sp = cpu_rank_split(m, NULL);
+    int hc = c->hc_mult, d = c->dim, V = c->vocab_size, vl = sp.v1 - sp.v0, tp = m->xchg->tp;
     uint16_t *u = dsk_malloc(sizeof(uint16_t) * (size_t)n * d);
     uint16_t *un = dsk_malloc(sizeof(uint16_t) * (size_t)n * d);
+    float *part = tp > 1 ? dsk_malloc(sizeof(float) * (size_t)n * vl) : NULL;
+    float *all = tp > 1 ? dsk_malloc(sizeof(float) * (size_t)n * V) : NULL;
     int rc = -1;
-    if (u && un) {
-        for (int i = 0; i < n; i++)
-            hc_pre(X + (int64_t)i * hc * d, pi + (int64_t)i * hc, hc, d, u + (int64_t)i * d);
-        ref_rmsnorm_bf16(u, norm, un, n, d, c->norm_eps);
+    if (!u || !un || (tp > 1 && (!part || !all)))
+        goto done;
+    for (int i = 0; i < n; i++)
+        hc_pre(X + (int64_t)i * hc * d, pi + (int64_t)i * hc, hc, d, u + (int64_t)i * d);
+    ref_rmsnorm_bf16(u, norm, un, n, d, c->norm_eps);
+    if (u_out)
+        memcpy(u_out, u, sizeof(uint16_t) * (size_t)n * d);
+    if (tp == 1) {
         rc = linear_f32(&m->head, un, n, logits);
-        if (u_out)
-            memcpy(u_out, u, sizeof(uint16_t) * (size_t)n * d);
+        goto done;
     }
+    /* this rank's vocabulary rows, gathered: rank r's block holds columns [r·V/tp, (r+1)·V/tp) of every row */
+    if (linear_apply_cols(&m->head, un, n, sp.v0, sp.v1, part) ||
+        m->xchg->allgather(m->xchg, part, sizeof(float) * (size_t)n * vl, all))
+        goto done;
+    for (int r = 0; r < tp; r++)
+        for (int i = 0; i < n; i++)
+            memcpy(logits + (int64_t)i * V + (int64_t)r * vl, all + ((int64_t)r * n + i) * vl, sizeof(float) * vl);
+    rc = 0;
+done:
     free(u);
     free(un);
+    free(part);
+    free(all);
     return rc;
 }
 

@@ -14,7 +14,7 @@
 static const char usage_text[] =
     "usage: dskit run --backend cpu --model DIR (--prompt TEXT | --prompt-ids \"1 2 3\") [--max-tokens N]\n"
     "                 [--temperature T] [--seed S] [--draft] [--dump-logits FILE] [--threads N] [--cache-mb N]\n"
-    "                 [--print-ids] [--engram host|nvme:DIR]\n"
+    "                 [--print-ids] [--engram host|nvme:DIR] [--tp N]\n"
     "  --prompt TEXT       tokenized with DIR/tokenizer.json, BOS first\n"
     "  --prompt-ids IDS    token ids instead of text\n"
     "  --max-tokens N      new tokens at most (default 64); generation also stops at EOS\n"
@@ -24,11 +24,12 @@ static const char usage_text[] =
     "  --threads N         worker threads for the wide matmuls (default 2; results never depend on it)\n"
     "  --cache-mb N        decoded EXL3 weights kept in memory (default 4096; the rest decode per use)\n"
     "  --engram WHERE      Engram rows from host (the checkpoint, default) or nvme:DIR (dskit engram pack)\n"
+    "  --tp N              tensor-parallel ranks on this host (default 1; dskit starts the others itself)\n"
     "  --print-ids         print the generated ids instead of text\n";
 
 typedef struct {
     const char *backend, *model_dir, *prompt, *prompt_ids, *dump, *engram;
-    long max_tokens, threads, cache_mb;
+    long max_tokens, threads, cache_mb, tp;
     double temperature;
     uint64_t seed;
     int draft, print_ids;
@@ -67,6 +68,9 @@ static int parse(int argc, char **argv, run_opts *o)
                 return -1;
         } else if (!strcmp(a, "--threads")) {
             if (cli_parse_int(a, v, 1, 64, &o->threads))
+                return -1;
+        } else if (!strcmp(a, "--tp")) {
+            if (cli_parse_int(a, v, 1, 8, &o->tp))
                 return -1;
         } else if (!strcmp(a, "--cache-mb")) {
             if (cli_parse_int(a, v, 0, 1 << 22, &o->cache_mb))
@@ -152,7 +156,7 @@ static int on_token(int32_t id, void *ctx)
 
 int cmd_run(int argc, char **argv)
 {
-    run_opts o = {.max_tokens = 64, .threads = 2, .cache_mb = 4096};
+    run_opts o = {.max_tokens = 64, .threads = 2, .cache_mb = 4096, .tp = 1};
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         fputs(usage_text, stdout);
         return 0;
@@ -174,6 +178,7 @@ int cmd_run(int argc, char **argv)
         goto done;
     }
     engine_opts eo = {.backend = o.backend, .model_dir = o.model_dir, .tokenizer = tok, .max_seqs = 1, .engram = o.engram,
+                      .tp = (int)o.tp,
                       .threads = (int)o.threads, .cache_bytes = (size_t)o.cache_mb << 20};
     if (engine_open(&eo, &e)) {
         fprintf(stderr, "dskit run: %s\n", dsk_err_msg());
