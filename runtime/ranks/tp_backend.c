@@ -11,10 +11,20 @@
 
 #include <limits.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
 enum { PLAN_SHUTDOWN = 0, PLAN_SEQ_OPEN, PLAN_SEQ_CLOSE, PLAN_STEP, PLAN_COMMIT, PLAN_DRAFT };
+
+/* DSKIT_RANK_FAULT (tests only, docs/ranks.md): "R:open" fails rank R's open, "R:step:N" fails its N-th step
+ * (as a rank-local error such as an Engram read would), "R:exit:N" makes it exit at its N-th step,
+ * "R:stall:N" makes it hang in its N-th step. */
+typedef struct {
+    int rank;      /* -1: none */
+    char what[8];  /* open, step, exit */
+    long at;
+} rank_fault;
 
 typedef struct {
     rank_group *g;
@@ -23,7 +33,46 @@ typedef struct {
     int vocab;
     int draft_block;
     int follower;
+    rank_fault fault;
+    long steps;
 } tp_backend;
+
+static void read_fault(tp_backend *t)
+{
+    t->fault.rank = -1;
+    const char *f = getenv("DSKIT_RANK_FAULT");
+    if (!f || !*f)
+        return;
+    int r;
+    char what[8] = "";
+    long at = 0;
+    if (sscanf(f, "%d:%7[a-z]:%ld", &r, what, &at) >= 2) {
+        t->fault.rank = r;
+        snprintf(t->fault.what, sizeof t->fault.what, "%s", what);
+        t->fault.at = at;
+        fprintf(stderr, "dskit: DSKIT_RANK_FAULT=%s: test-only fault injection is on\n", f);
+    }
+}
+
+/* The local step, or the injected fault at this rank's N-th step. */
+static int local_step(tp_backend *t, const engine_row *rows, int n, engine_out *out)
+{
+    int me = rank_group_rank(t->g);
+    t->steps++;
+    int faulty = t->fault.rank == me && t->fault.at == t->steps;
+    if (faulty && !strcmp(t->fault.what, "exit"))
+        _exit(3);
+    while (faulty && !strcmp(t->fault.what, "stall")) /* stuck: the other ranks' exchange bound must end it */
+        sleep(1000);
+    double t0 = dsk_now();
+    /* a rank-local failure runs the whole step (its exchanges stay in step with the other ranks'), then
+     * fails it: what a failed Engram read does */
+    int rc = t->ops->step(t->impl, rows, n, out);
+    rank_group_round_time(t->g, dsk_now() - t0);
+    if (faulty && !strcmp(t->fault.what, "step"))
+        return dsk_err("injected fault (DSKIT_RANK_FAULT) at step %ld", t->steps);
+    return rc;
+}
 
 /* One row as it crosses the channel (pointers replaced by an index into the masks that follow). */
 typedef struct {
@@ -116,7 +165,7 @@ static int tp_step(void *impl, const engine_row *rows, int n, engine_out *out)
     free(msg);
     if (rc)
         return -1;
-    return agree(t, t->ops->step(t->impl, rows, n, out));
+    return agree(t, local_step(t, rows, n, out));
 }
 
 static int tp_commit(void *impl, int seq, int64_t old_len, int64_t len)
@@ -230,8 +279,11 @@ int tp_backend_open(const engine_backend_args *a, void **impl, const engine_back
     }
     engine_backend_args la = *a;
     la.xchg = rank_group_xchg(t->g);
+    read_fault(t);
     /* every rank opens its slice; all of them must succeed (one status exchange) */
-    int rc = engine_local_backend_open(&la, &t->impl, &t->ops);
+    int rc = t->fault.rank == la.xchg->rank && !strcmp(t->fault.what, "open")
+                 ? dsk_err("injected fault (DSKIT_RANK_FAULT) at open")
+                 : engine_local_backend_open(&la, &t->impl, &t->ops);
     if (rc)
         t->ops = NULL;
     if (agree(t, rc)) {
@@ -273,7 +325,7 @@ static int follow_step(tp_backend *t, const unsigned char *msg, size_t bytes)
                                .sp = w[i].sp, .allow = w[i].allow >= 0 ? mk + words * (size_t)w[i].allow : NULL,
                                .top_logprobs = w[i].top_logprobs};
     engine_out out = {.tokens = tokens, .taps = taps};
-    int rc = agree(t, t->ops->step(t->impl, rows, h.n, &out));
+    int rc = agree(t, local_step(t, rows, h.n, &out));
     free(rows);
     free(tokens);
     return rc;
