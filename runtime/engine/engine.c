@@ -105,13 +105,6 @@ int engine_open(const engine_opts *opts, engine **out)
     return 0;
 }
 
-int engine_local_backend_open(const engine_backend_args *a, void **impl, const engine_backend_ops **ops)
-{
-    if (!strcmp(a->opts->backend, "cpu"))
-        return cpu_backend_open(a, impl, ops);
-    return dsk_err("backend '%s' is not available (this build has: cpu)", a->opts->backend);
-}
-
 int engine_follow(engine *e)
 {
     return tp_backend_follow(e->impl);
