@@ -21,6 +21,7 @@ int bench_exl3_cpu(int argc, char **argv); /* runtime/bench/bench_exl3_cpu.c */
 int bench_exl3(int argc, char **argv);     /* runtime/bench/bench_exl3.c: the EXL3 GPU kernels */
 int bench_cpu(int argc, char **argv);      /* runtime/bench/bench_cpu.c: dskit bench cpu */
 int bench_tokenize(int argc, char **argv); /* runtime/tokenizer/bench_tokenize.c */
+int bench_exchange(int argc, char **argv); /* runtime/ranks/bench_exchange.c */
 int bench_engram(int argc, char **argv);   /* runtime/engram/bench_engram.c */
 
 #endif
