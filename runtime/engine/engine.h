@@ -37,6 +37,9 @@ typedef struct {
     int engram_timeout_ms;   /* a step waits at most this long for a layer's rows (default 10000) */
     int threads;             /* cpu: worker threads (default 2; results never depend on it) */
     int tp;                  /* tensor-parallel ranks (default 1); rank 0 starts the others itself (docs/ranks.md) */
+    const char *peer;        /* across hosts (tp 2): "HOST:PORT" rank 0 listens on and rank 1 connects to */
+    int rank;                /* with peer: this process's rank (a rank > 0 then only follows: engine_follow) */
+    int rank_timeout_ms;     /* ranks: how long to wait for the others to start or connect (default 30000) */
     void *rank_group;        /* internal: a follower's group (runtime/ranks) */
     size_t cache_bytes;      /* cpu: decoded EXL3 weights to keep (default 4 GiB) */
 } engine_opts;

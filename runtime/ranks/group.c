@@ -8,6 +8,11 @@
 #include "runtime/common/util.h"
 
 #include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -58,6 +63,8 @@ struct rank_group {
     pthread_t watchdog;
     int watching;
     _Atomic int stop_watching;
+    int sock;             /* across hosts (tp 2): the connection to the other rank, else -1; the header and
+                           * the slots are then this process's own memory */
 };
 
 /* ---- liveness, abort, bounded waits ---- */
@@ -85,6 +92,14 @@ static int abort_error(rank_group *g)
 /* Whether every other rank is alive; when one is not, the abort word says which and why. */
 static int others_alive(rank_group *g)
 {
+    if (g->sock >= 0) {
+        struct pollfd p = {g->sock, POLLRDHUP, 0};
+        if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+            set_abort(g, "rank %d closed the connection", 1 - g->rank);
+            return 0;
+        }
+        return 1;
+    }
     if (g->rank == 0) {
         for (int r = 1; r < g->tp; r++) {
             if (g->child[r] <= 0 || g->child_done[r])
@@ -213,9 +228,56 @@ static int exchange_timeout(const rank_group *g)
     return g->slowest_round > 0 ? (int)(t < 3600e3 ? t : 3600e3) : g->timeout_ms;
 }
 
+/* Across hosts: send `out` and receive `in` (the same length) at once, so neither side blocks on a full
+ * socket buffer; bounded, watching the abort word. */
+static int sock_swap(rank_group *g, const void *out, void *in, size_t bytes, int timeout_ms, const char *what)
+{
+    size_t sent = 0, got = 0;
+    double t0 = dsk_now();
+    while (sent < bytes || got < bytes) {
+        if (atomic_load(&g->h->aborted))
+            return abort_error(g);
+        struct pollfd p = {g->sock, (short)((got < bytes ? POLLIN : 0) | (sent < bytes ? POLLOUT : 0)), 0};
+        int r = poll(&p, 1, 20);
+        if (r < 0 && errno != EINTR)
+            return dsk_err_errno("rank %d: poll on the connection", g->rank);
+        if ((dsk_now() - t0) * 1000.0 > timeout_ms && timeout_ms >= 0) {
+            set_abort(g, "rank %d waited %.1f s for %s (the bound)", g->rank, dsk_now() - t0, what);
+            return abort_error(g);
+        }
+        if (r <= 0)
+            continue;
+        if ((p.revents & POLLOUT) && sent < bytes) {
+            ssize_t w = send(g->sock, (const char *)out + sent, bytes - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (w < 0 && errno != EAGAIN && errno != EINTR) {
+                set_abort(g, "rank %d: sending to rank %d failed: %s", g->rank, 1 - g->rank, strerror(errno));
+                return abort_error(g);
+            }
+            sent += w > 0 ? (size_t)w : 0;
+        }
+        if ((p.revents & (POLLIN | POLLHUP | POLLERR)) && got < bytes) {
+            ssize_t rd = recv(g->sock, (char *)in + got, bytes - got, MSG_DONTWAIT);
+            if (rd == 0 || (rd < 0 && errno != EAGAIN && errno != EINTR)) {
+                set_abort(g, "rank %d closed the connection", 1 - g->rank);
+                return abort_error(g);
+            }
+            got += rd > 0 ? (size_t)rd : 0;
+        }
+    }
+    return 0;
+}
+
 /* Put `bytes` (<= SLOT_BYTES) of mine in this rank's slot of exchange k and wait for every rank's. */
 static int publish(rank_group *g, const void *mine, size_t bytes, unsigned char **slot_base)
 {
+    if (g->sock >= 0) {
+        unsigned char *base = g->slots;
+        memcpy(base + (size_t)g->rank * SLOT_BYTES, mine, bytes);
+        if (sock_swap(g, mine, base + (size_t)(1 - g->rank) * SLOT_BYTES, bytes, exchange_timeout(g), "an exchange"))
+            return -1;
+        *slot_base = base;
+        return 0;
+    }
     uint64_t k = ++g->exchanges;
     unsigned char *base = g->slots + (size_t)(k & 1) * (size_t)g->tp * SLOT_BYTES;
     memcpy(base + (size_t)g->rank * SLOT_BYTES, mine, bytes);
@@ -317,16 +379,112 @@ static int is_attached(rank_group *g, void *ctx)
     return atomic_load(&g->h->attached[((rank_ctx *)ctx)->r]) != 0;
 }
 
+/* Across hosts: rank 0 listens on HOST:PORT, rank 1 connects (retrying while rank 0 starts), both send
+ * their settings and refuse a peer whose settings differ, printing both. */
+static int open_tcp(const rank_group_opts *o, rank_group **out)
+{
+    if (o->tp != 2)
+        return dsk_err("--peer: ranks across hosts are two (--tp 2), not %d", o->tp);
+    if (o->rank < 0 || o->rank > 1)
+        return dsk_err("--rank %d: 0 or 1 with --tp 2", o->rank);
+    char host[256];
+    const char *colon = strrchr(o->peer, ':');
+    if (!colon || colon == o->peer || (size_t)(colon - o->peer) >= sizeof host || !colon[1])
+        return dsk_err("--peer %s: HOST:PORT expected", o->peer);
+    snprintf(host, sizeof host, "%.*s", (int)(colon - o->peer), o->peer);
+    rank_group *g = dsk_calloc(1, sizeof *g);
+    if (!g)
+        return -1;
+    g->tp = 2;
+    g->rank = o->rank;
+    g->fd = -1;
+    g->sock = -1;
+    g->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 30000;
+    g->h = dsk_calloc(1, sizeof *g->h);
+    g->slots = dsk_malloc(2 * SLOT_BYTES);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = o->rank ? 0 : AI_PASSIVE},
+                    *ai = NULL;
+    int e = getaddrinfo(host, colon + 1, &hints, &ai);
+    if (!g->h || !g->slots || e) {
+        if (e)
+            dsk_err("--peer %s: %s", o->peer, gai_strerror(e));
+        goto fail;
+    }
+    double t0 = dsk_now();
+    if (o->rank == 0) {
+        int ls = socket(ai->ai_family, SOCK_STREAM, 0), one = 1;
+        if (ls < 0 || setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
+            bind(ls, ai->ai_addr, ai->ai_addrlen) || listen(ls, 1)) {
+            dsk_err_errno("rank 0: listening on %s", o->peer);
+            if (ls >= 0)
+                close(ls);
+            goto fail;
+        }
+        struct pollfd p = {ls, POLLIN, 0};
+        int r = poll(&p, 1, g->timeout_ms);
+        g->sock = r > 0 ? accept(ls, NULL, NULL) : -1;
+        close(ls);
+        if (g->sock < 0) {
+            dsk_err("rank 1 never connected to %s (waited %.0f s)", o->peer, dsk_now() - t0);
+            goto fail;
+        }
+    } else {
+        for (;;) {
+            int sk = socket(ai->ai_family, SOCK_STREAM, 0);
+            if (sk >= 0 && connect(sk, ai->ai_addr, ai->ai_addrlen) == 0) {
+                g->sock = sk;
+                break;
+            }
+            if (sk >= 0)
+                close(sk);
+            if ((dsk_now() - t0) * 1000.0 > g->timeout_ms) {
+                dsk_err("rank 1: rank 0 never answered at %s (tried for %.0f s)", o->peer, dsk_now() - t0);
+                goto fail;
+            }
+            struct timespec ts = {0, 100000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    freeaddrinfo(ai);
+    ai = NULL;
+    int one = 1;
+    setsockopt(g->sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    snprintf(g->h->settings[g->rank], sizeof g->h->settings[0], "%s", o->settings ? o->settings : "");
+    if (sock_swap(g, g->h->settings[g->rank], g->h->settings[1 - g->rank], sizeof g->h->settings[0], g->timeout_ms,
+                  "the other rank's settings"))
+        goto fail;
+    if (strcmp(g->h->settings[0], g->h->settings[1])) {
+        dsk_err("rank %d differs from rank %d:\n  rank 0: %s\n  rank 1: %s", 1 - g->rank, g->rank, g->h->settings[0],
+                g->h->settings[1]);
+        goto fail;
+    }
+    init_xchg(g);
+    if (start_watch(g))
+        goto fail;
+    *out = g;
+    return 0;
+fail:
+    if (ai)
+        freeaddrinfo(ai);
+    if (g->sock >= 0)
+        close(g->sock);
+    free(g->h);
+    free(g->slots);
+    free(g);
+    return -1;
+}
+
 int rank_group_open(const rank_group_opts *o, rank_group **out)
 {
     if (o->peer)
-        return dsk_err("--peer: ranks across hosts are not in this build yet (one host: leave --peer out)");
+        return open_tcp(o, out);
     if (o->tp < 2 || o->tp > RANKS_MAX)
         return dsk_err("--tp %d: 2 to %d ranks", o->tp, RANKS_MAX);
     rank_group *g = dsk_calloc(1, sizeof *g);
     if (!g)
         return -1;
     g->tp = o->tp;
+    g->sock = -1;
     g->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 30000;
     int fd = memfd_create("dskit-ranks", 0); /* no MFD_CLOEXEC: the followers inherit it */
     if (fd < 0) {
@@ -405,6 +563,7 @@ int rank_group_attach(int fd, int rank, const char *settings, int timeout_ms, ra
     if (!g)
         return -1;
     g->rank = rank;
+    g->sock = -1;
     g->timeout_ms = timeout_ms > 0 ? timeout_ms : 30000;
     seg_hdr probe;
     if (pread(fd, &probe, sizeof probe, 0) != (ssize_t)sizeof probe || probe.magic != SEG_MAGIC) {
@@ -443,6 +602,23 @@ void rank_group_close(rank_group *g)
     if (!g)
         return;
     stop_watch(g); /* a follower's exit from here on is the one this close asks for */
+    if (g->sock >= 0) {
+        if (g->rank == 0 && !atomic_load(&g->h->aborted) && rank_plan_send(g, 0, NULL, 0) == 0) {
+            /* the follower closes its end once it has read the stop: wait for that (5 s at most), so it
+             * never mistakes this close for a failure */
+            struct pollfd p = {g->sock, POLLIN, 0};
+            char c;
+            double t0 = dsk_now();
+            while (dsk_now() - t0 < 5.0 && poll(&p, 1, 100) >= 0)
+                if ((p.revents & (POLLIN | POLLHUP | POLLERR)) && recv(g->sock, &c, 1, MSG_DONTWAIT) <= 0)
+                    break;
+        }
+        close(g->sock);
+        free(g->h);
+        free(g->slots);
+        free(g);
+        return;
+    }
     if (g->rank == 0) {
         /* a shutdown message if the plan channel still works, then a bounded wait, then SIGKILL */
         if (!atomic_load(&g->h->aborted))
@@ -564,21 +740,51 @@ static int ring_read(rank_group *g, void *dst, size_t bytes, int idle)
     return 0;
 }
 
+/* Across hosts: the whole of buf, bounded (send) or while the group lives (an idle receive). */
+static int sock_all(rank_group *g, void *buf, size_t bytes, int sending, int idle)
+{
+    size_t done = 0;
+    double t0 = dsk_now();
+    while (done < bytes) {
+        if (atomic_load(&g->h->aborted))
+            return abort_error(g);
+        struct pollfd p = {g->sock, (short)(sending ? POLLOUT : POLLIN), 0};
+        int r = poll(&p, 1, 20);
+        if (!idle && (dsk_now() - t0) * 1000.0 > g->timeout_ms) {
+            set_abort(g, "rank %d waited %.1f s for the plan (the bound)", g->rank, dsk_now() - t0);
+            return abort_error(g);
+        }
+        if (r <= 0)
+            continue;
+        ssize_t n = sending ? send(g->sock, (const char *)buf + done, bytes - done, MSG_NOSIGNAL | MSG_DONTWAIT)
+                            : recv(g->sock, (char *)buf + done, bytes - done, MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+            set_abort(g, "rank %d closed the connection", 1 - g->rank);
+            return abort_error(g);
+        }
+        done += n > 0 ? (size_t)n : 0;
+        idle = 0;
+    }
+    return 0;
+}
+
 int rank_plan_send(rank_group *g, uint32_t type, const void *payload, size_t bytes)
 {
     plan_frame f = {type, 0, bytes};
+    if (g->sock >= 0)
+        return sock_all(g, &f, sizeof f, 1, 0) || sock_all(g, (void *)payload, bytes, 1, 0) ? -1 : 0;
     return ring_write(g, &f, sizeof f) || ring_write(g, payload, bytes) ? -1 : 0;
 }
 
 int rank_plan_recv(rank_group *g, uint32_t *type, void **payload, size_t *bytes)
 {
     plan_frame f;
-    if (ring_read(g, &f, sizeof f, 1))
+    if (g->sock >= 0 ? sock_all(g, &f, sizeof f, 0, 1) : ring_read(g, &f, sizeof f, 1))
         return -1;
     void *p = dsk_malloc(f.bytes ? f.bytes : 1);
     if (!p)
         return -1;
-    if (ring_read(g, p, f.bytes, 0)) {
+    if (g->sock >= 0 ? sock_all(g, p, f.bytes, 0, 0) : ring_read(g, p, f.bytes, 0)) {
         free(p);
         return -1;
     }

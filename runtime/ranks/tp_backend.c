@@ -33,6 +33,7 @@ typedef struct {
     int vocab;
     int draft_block;
     int follower;
+    int a_peer; /* across hosts: this backend opened the group (a follower's own command did not) */
     rank_fault fault;
     long steps;
 } tp_backend;
@@ -114,7 +115,7 @@ static void tp_close(void *impl)
     tp_backend *t = impl;
     if (t->ops)
         t->ops->close(t->impl);
-    if (!t->follower)
+    if (!t->follower || t->a_peer)
         rank_group_close(t->g);
     free(t);
 }
@@ -211,10 +212,11 @@ int tp_settings(const engine_opts *o, char *buf, size_t cap)
         return -1;
     unsigned long long h = (unsigned long long)dsk_xxh64(cfg, len);
     free(cfg);
+    /* across hosts the folders may differ in path: the config's hash and the options decide */
     snprintf(buf, cap, "model %s (config.json xxh64 %016llx), backend %s, kit %s, tp %d, sequences %d, rows %d, "
              "context %lld, pool %lld, engram %s",
-             model, h, o->backend ? o->backend : "cpu", o->kit ? o->kit : "-", o->tp, o->max_seqs, o->max_rows,
-             (long long)o->context, (long long)o->pool, o->engram ? o->engram : "host");
+             o->peer ? "-" : model, h, o->backend ? o->backend : "cpu", o->kit ? o->kit : "-", o->tp, o->max_seqs,
+             o->max_rows, (long long)o->context, (long long)o->pool, o->engram ? o->engram : "host");
     return 0;
 }
 
@@ -260,6 +262,20 @@ int tp_backend_open(const engine_backend_args *a, void **impl, const engine_back
     if (o->rank_group) {
         t->g = o->rank_group;
         t->follower = 1;
+    } else if (o->peer) { /* across hosts: this process is the rank it was told */
+        char settings[1024];
+        if (tp_settings(o, settings, sizeof settings)) {
+            free(t);
+            return -1;
+        }
+        rank_group_opts go = {.tp = o->tp, .settings = settings, .peer = o->peer, .rank = o->rank,
+                              .timeout_ms = o->rank_timeout_ms};
+        if (rank_group_open(&go, &t->g)) {
+            free(t);
+            return -1;
+        }
+        t->follower = o->rank > 0;
+        t->a_peer = 1;
     } else {
         char settings[1024];
         char **argv = follower_argv(o);
@@ -267,7 +283,7 @@ int tp_backend_open(const engine_backend_args *a, void **impl, const engine_back
             free(t);
             return -1;
         }
-        rank_group_opts go = {.tp = o->tp, .settings = settings, .follower_argv = argv};
+        rank_group_opts go = {.tp = o->tp, .settings = settings, .follower_argv = argv, .timeout_ms = o->rank_timeout_ms};
         int rc = rank_group_open(&go, &t->g);
         for (int i = 0; argv[i]; i++)
             free(argv[i]);

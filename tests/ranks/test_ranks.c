@@ -246,12 +246,69 @@ static void test_kill(void **state)
     kill_one(0);
 }
 
+/* Across hosts (here: two processes on the loopback): rank 1 started by hand follows rank 0 over TCP and
+ * gives the same bits as the shared-memory pair; a peer with another model is refused with both settings
+ * printed; a peer that never connects is an error within the bound. */
+static void test_across_hosts(void **state)
+{
+    (void)state;
+    char *ids_shm, *dump_shm;
+    run_ok("--max-tokens 12", &ids_shm, &dump_shm);
+    int port = 20000 + (int)(getpid() % 20000);
+    char cmd[16384], peer[64], out[1200], err[1200], err1[1200];
+    snprintf(peer, sizeof peer, "127.0.0.1:%d", port);
+    snprintf(out, sizeof out, "%s/tcp.out", model_test_root);
+    snprintf(err, sizeof err, "%s/tcp.err", model_test_root);
+    snprintf(err1, sizeof err1, "%s/tcp1.err", model_test_root);
+    snprintf(cmd, sizeof cmd,
+             "%s/dskit run --backend cpu --model %s --tp 2 --rank 1 --peer %s 2>%s & "
+             "%s/dskit run --backend cpu --model %s --prompt-ids \"%s\" --print-ids --tp 2 --rank 0 --peer %s "
+             "--max-tokens 12 --dump-logits %s/tcp.f32 >%s 2>%s; rc=$?; wait; exit $rc",
+             test_binary_dir(), dir, peer, err1, test_binary_dir(), dir, prompt, peer, model_test_root, out, err);
+    int rc = system(cmd);
+    assert_int_equal(rc, 0);
+    char *ids = slurp(out), *e1 = slurp(err1), dump[1300];
+    assert_string_equal(ids, ids_shm);
+    snprintf(dump, sizeof dump, "%s/tcp.f32", model_test_root);
+    assert_same_file(dump, dump_shm);
+    assert_string_equal(e1, ""); /* a clean stop: nothing to say */
+    free(ids), free(e1), free(ids_shm), free(dump_shm);
+    /* another model on rank 1: refused on both sides, both settings printed */
+    char other[1200];
+    snprintf(other, sizeof other, "%s/other", model_test_root);
+    snprintf(cmd, sizeof cmd,
+             "%s/dskit mkmodel --preset tiny --seed 77 --out %s >/dev/null && "
+             "(%s/dskit run --backend cpu --model %s --tp 2 --rank 1 --peer 127.0.0.1:%d 2>%s &) ; "
+             "%s/dskit run --backend cpu --model %s --prompt-ids \"1 2\" --tp 2 --rank 0 --peer 127.0.0.1:%d "
+             "--max-tokens 2 >%s 2>%s; sleep 1",
+             test_binary_dir(), other, test_binary_dir(), other, port + 1, err1, test_binary_dir(), dir, port + 1, out,
+             err);
+    assert_true(system(cmd) != -1);
+    char *e = slurp(err);
+    e1 = slurp(err1);
+    if (!strstr(e, "differs") || !strstr(e, "rank 0: model") || !strstr(e, "rank 1: model") || !strstr(e1, "differs"))
+        fail_msg("a mismatched peer was not refused on both sides:\nrank 0: %s\nrank 1: %s", e, e1);
+    free(e), free(e1);
+    /* nobody at the other end: an error within the bound */
+    double t0 = dsk_now();
+    snprintf(cmd, sizeof cmd,
+             "%s/dskit run --backend cpu --model %s --prompt-ids \"1 2\" --tp 2 --rank 0 --peer 127.0.0.1:%d "
+             "--rank-timeout 2 --max-tokens 2 >%s 2>%s",
+             test_binary_dir(), dir, port + 2, out, err);
+    rc = system(cmd);
+    e = slurp(err);
+    assert_true(rc != 0 && strstr(e, "never connected"));
+    assert_true(dsk_now() - t0 < 20);
+    free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_repeatable_and_drafted),
         cmocka_unit_test(test_faults),
         cmocka_unit_test(test_kill),
+        cmocka_unit_test(test_across_hosts),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
