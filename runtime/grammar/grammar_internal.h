@@ -34,6 +34,7 @@ typedef struct {
     uint32_t *end;
     int32_t *tok;  /* the id whose bytes end here, or -1 */
     uint8_t *more; /* other ids have the same bytes: vocab.same[tok] and on */
+    uint64_t *below; /* plain trie: bit vocab.track[c] set if byte c is in the node or below it */
 } gr_trie;
 
 /* A run of UTF-8 byte ranges (lo[i]..hi[i] for byte i) that spells a range of code points. */
@@ -60,8 +61,10 @@ struct grammar_vocab {
     /* Per ASCII byte b (row GR_NONASCII: any non-ASCII character), the plain tokens holding it: as
      * a mask row, and as an id list (has[has_off[b] .. has_off[b + 1])). */
     uint32_t *contains; /* [128 * words] */
+    uint32_t *starts;   /* [128 * words]: row b = plain tokens whose first byte is b (GR_NONASCII: >= 0x80) */
     uint32_t has_off[129];
     int32_t *has;
+    int8_t track[128]; /* the bit of a non-letter plain byte (and GR_NONASCII) in trie.below, or -1 */
     gr_seq seqs[16];    /* the plain non-ASCII characters */
     int n_seqs;
 };
@@ -199,8 +202,9 @@ void build_free(gr_build *b);
 
 /* ---- the linked grammar ---- */
 
-/* GR_SLOW: the state calls, or may return to a caller (GR_CALLS, or GR_ACCEPT outside the root). */
-enum { GR_ACCEPT = 1, GR_CALLS = 2, GR_ROOT = 4, GR_SLOW = 8 };
+/* GR_SLOW: the state calls, or may return to a caller (GR_CALLS, or GR_ACCEPT outside the root).
+ * GR_FINAL: no symbol edge and no call leaves it (a called rule's end, after its '}' or ']'). */
+enum { GR_ACCEPT = 1, GR_CALLS = 2, GR_ROOT = 4, GR_SLOW = 8, GR_FINAL = 16 };
 
 typedef struct {
     uint32_t start, ret; /* callee's start state, and the caller's state once it returns */
@@ -226,6 +230,7 @@ struct grammar {
     uint32_t start;
     int uses_dsml;
     _Atomic(gr_entry *) *cache; /* [n] lazily built token sets (mask.c) */
+    _Atomic(void *) xmasks[16];  /* plain tokens without given exception bytes, by exception set (mask.c) */
     atomic_int *run;            /* [n] plain-character chain length memo (mask.c) */
     atomic_uint *uni;           /* [n] where regular plain characters lead, memo (mask.c) */
     atomic_ullong *exc;         /* [4 n] that state's exceptions (dead, live), memo (mask.c) */
@@ -238,7 +243,9 @@ static inline uint32_t gr_step(const grammar *g, uint32_t q, unsigned sym)
 
 /* ---- matcher configurations (matcher.c) ---- */
 
-/* The parses a matcher follows: stacks of gids, the top last; below the top, return states. */
+/* The parses a matcher follows: stacks of gids, the top last; below the top, return states. Kept
+ * normalized: a stack whose top may return to its caller has the returned stack beside it (and is
+ * dropped if returning is all it can do), so no token set has to cover "return first". */
 typedef struct {
     uint32_t n;
     uint8_t depth[GR_MAX_STACKS];

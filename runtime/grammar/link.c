@@ -65,6 +65,11 @@ void build_free(gr_build *b)
     *b = (gr_build){0};
 }
 
+size_t grammar_state_count(const grammar *g)
+{
+    return g->n - 1;
+}
+
 void grammar_free(grammar *g)
 {
     if (!g)
@@ -249,16 +254,20 @@ out:
     return rc;
 }
 
-/* Cut every edge into a state that cannot finish, and every call that cannot complete. */
+/* Cut every edge into a state that cannot finish, and every call that cannot complete; then set
+ * the flags that depend on what is left. */
 static void trim(grammar *g)
 {
+    uint8_t *edges = g->flags; /* GR_FINAL is recomputed below: use it meanwhile as "has an edge" */
     for (uint32_t p = 1; p < g->n; p++) {
-        const uint16_t *cls = g->cls + (size_t)g->rule[p] * GR_NSYM;
-        for (int s = 0; s < GR_NSYM; s++) {
-            uint32_t *t = &g->next[g->row[p] + cls[s]];
-            if (*t && g->dist[*t] == INF)
-                *t = 0;
+        uint32_t *row = &g->next[g->row[p]];
+        int any = 0;
+        for (uint32_t c = 0; c < g->ncls[g->rule[p]]; c++) {
+            if (row[c] && g->dist[row[c]] == INF)
+                row[c] = 0;
+            any |= row[c] != 0;
         }
+        edges[p] = (uint8_t)((edges[p] & ~GR_FINAL) | (any ? 0 : GR_FINAL));
     }
     uint32_t k = 0;
     for (uint32_t p = 0; p < g->n; p++) {
@@ -270,6 +279,8 @@ static void trim(grammar *g)
         uint8_t f = (uint8_t)((g->flags[p] & ~(GR_CALLS | GR_SLOW)) | (k > g->call_off[p] ? GR_CALLS : 0));
         if ((f & GR_CALLS) || ((f & GR_ACCEPT) && !(f & GR_ROOT)))
             f |= GR_SLOW;
+        if (f & GR_CALLS) /* GR_FINAL so far meant "no edge": final also needs no call */
+            f &= (uint8_t)~GR_FINAL;
         g->flags[p] = f;
     }
     g->call_off[g->n] = k;
@@ -385,6 +396,8 @@ int build_finish(gr_build *b, grammar **out)
         g->exc = NULL;
         goto out;
     }
+    for (int i = 0; i < 16; i++)
+        atomic_init(&g->xmasks[i], NULL);
     for (uint32_t i = 0; i < g->n; i++) {
         atomic_init(&g->cache[i], NULL);
         atomic_init(&g->run[i], INT32_MIN);

@@ -11,6 +11,7 @@
 #include "runtime/common/error.h"
 #include "runtime/grammar/grammar_internal.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +35,8 @@ struct gr_entry {
 
 void mask_cache_free(grammar *g)
 {
+    for (int i = 0; i < 16; i++)
+        free(atomic_load_explicit(&g->xmasks[i], memory_order_relaxed));
     if (g->cache)
         for (uint32_t i = 0; i < g->n; i++)
             free(atomic_load_explicit(&g->cache[i], memory_order_relaxed));
@@ -138,15 +141,19 @@ static uint32_t plain_step(const grammar *g, uint32_t x, bset *dead, bset *live)
         if (plain_ascii(b) && (target[b] = gr_step(g, x, b)))
             n_live++;
     if (!m && n_live) { /* non-ASCII dies: the regular target is the most common live one */
-        int best = 0;
+        uint32_t seen[96], count[96], n_seen = 0, best = 0;
         for (unsigned b = 0x20; b < 0x7F; b++) {
             if (!plain_ascii(b) || !target[b])
                 continue;
-            int c = 0;
-            for (unsigned k = 0x20; k < 0x7F; k++)
-                c += plain_ascii(k) && target[k] == target[b];
-            if (c > best) {
-                best = c;
+            uint32_t k = 0;
+            while (k < n_seen && seen[k] != target[b])
+                k++;
+            if (k == n_seen) {
+                seen[n_seen] = target[b];
+                count[n_seen++] = 0;
+            }
+            if (++count[k] > best) {
+                best = count[k];
                 t = target[b];
             }
         }
@@ -157,10 +164,10 @@ static uint32_t plain_step(const grammar *g, uint32_t x, bset *dead, bset *live)
         }
     }
     for (unsigned b = 0x20; b < 0x7F; b++)
-        if (plain_ascii(b) && target[b] != t)
+        if (plain_ascii(b) && (target[b] != t || !t))
             bs_set(target[b] ? live : dead, (int)b);
-    if (m != t)
-        bs_set(dead, GR_NONASCII); /* m != t only when m is 0 */
+    if (m != t || !t)
+        bs_set(dead, GR_NONASCII); /* m is 0 then */
     return t;
 }
 
@@ -389,7 +396,7 @@ static void walk_token(walk *w, uint32_t q, int32_t id)
         nb = 0;
         for (uint8_t j = 0; j < na; j++)
             expand(w, a[j].q, a[j].fp, s[i], b, &nb, &basepop, 0);
-        if (basepop) {
+        if (basepop && i) {
             if (grow(&w->tunc, &w->cap_tunc, w->n_tunc, sizeof *w->tunc)) {
                 w->failed = 1;
                 return;
@@ -404,10 +411,11 @@ static void walk_token(walk *w, uint32_t q, int32_t id)
     w->bits[(uint32_t)id / 32] |= 1u << (id & 31);
 }
 
-/* Walk nodes [from, to) of trie k (whole subtrees) from state q, marking the tokens accepted and recording the uncertain subtrees. While
+/* Walk nodes [from, to) of trie k (whole subtrees) from state q (with need: only subtrees holding one
+ * of those tracked bytes, plain trie), marking the tokens accepted and recording the uncertain subtrees. While
  * the parse is one state of q's own rule that neither calls nor returns (nearly always), the state
  * per depth is a single gid in st[]; otherwise (st[d] == GR_NONE) the set is in items[d]. */
-static void walk_trie(walk *w, uint32_t q, int k, uint32_t from, uint32_t to)
+static void walk_trie(walk *w, uint32_t q, int k, uint32_t from, uint32_t to, uint64_t need)
 {
     const grammar *g = w->g;
     const gr_trie *t = &g->v->trie[k];
@@ -415,10 +423,22 @@ static void walk_trie(walk *w, uint32_t q, int k, uint32_t from, uint32_t to)
     const uint32_t *end = t->end, *row = g->row, *next = g->next;
     const int32_t *tok = t->tok, *same = g->v->same;
     const uint16_t *cls = g->cls + (size_t)g->rule[q] * GR_NSYM;
+    const uint64_t *below = t->below;
+    const int8_t *track = g->v->track;
     uint32_t *bits = w->bits, st[256];
+    uint8_t held[256]; /* need: the path to this depth holds a byte asked for (then walk it all) */
     st[0] = q;
+    held[0] = 0;
     for (uint32_t i = from; i < to && !w->failed;) {
         uint32_t d = depth[i], x = st[d - 1];
+        if (need) {
+            if (!held[d - 1] && !(below[i] & need)) { /* no token through here holds one */
+                i = end[i];
+                continue;
+            }
+            int c = byte[i] < 0x80 ? byte[i] : GR_NONASCII;
+            held[d] = held[d - 1] || (track[c] >= 0 && (need >> track[c] & 1));
+        }
         if (x != GR_NONE && !(flags[x] & GR_SLOW)) {
             uint32_t nx = next[row[x] + cls[byte[i]]];
             if (!nx) {
@@ -434,7 +454,7 @@ static void walk_trie(walk *w, uint32_t q, int k, uint32_t from, uint32_t to)
             for (uint8_t j = 0; j < np; j++)
                 expand(w, par[j].q, par[j].fp, byte[i], w->items[d], &nn, &basepop, 0);
             w->n_items[d] = nn;
-            if (basepop)
+            if (basepop && d > 1) /* returning before the first byte: the config's own returned stack */
                 record_uncertain(w, k, i, d - 1);
             if (!nn) {
                 i = end[i];
@@ -575,6 +595,58 @@ static gr_entry *make_entry(walk *w, int32_t base)
     return e;
 }
 
+typedef struct {
+    uint64_t key[4]; /* first-byte exceptions, anywhere exceptions */
+    uint32_t bits[];
+} xmask;
+
+/* The plain tokens opening with a byte of `first` or holding one of `other`: an OR of many rows,
+ * the same for every position of a bounded repetition, so kept per grammar (a few sets at most).
+ * *owned: the caller frees the mask (the cache was full). */
+static const uint32_t *exclusion(const grammar *g, const bset *first, const bset *other, int *owned)
+{
+    const grammar_vocab *v = g->v;
+    uint64_t key[4] = {first->w[0], first->w[1], other->w[0], other->w[1]};
+    grammar *mg = (grammar *)g; /* the cache is the grammar's only mutable part, and atomic */
+    *owned = 0;
+    for (int i = 0; i < 16; i++) {
+        const xmask *x = atomic_load_explicit(&mg->xmasks[i], memory_order_acquire);
+        if (x && !memcmp(x->key, key, sizeof key))
+            return x->bits;
+    }
+    xmask *x = dsk_malloc(sizeof *x + v->words * sizeof(uint32_t));
+    if (!x)
+        return NULL;
+    memcpy(x->key, key, sizeof key);
+    memset(x->bits, 0, v->words * sizeof(uint32_t));
+    for (int b = 0; b < 128; b++) {
+        const uint32_t *row = bs_has(first, b) ? v->starts + (size_t)b * v->words
+                            : bs_has(other, b) ? v->contains + (size_t)b * v->words
+                                               : NULL;
+        for (uint32_t i = 0; row && i < v->words; i++)
+            x->bits[i] |= row[i];
+    }
+    for (int i = 0; i < 16; i++) {
+        void *expected = NULL;
+        if (atomic_compare_exchange_strong_explicit(&mg->xmasks[i], &expected, x, memory_order_acq_rel,
+                                                    memory_order_acquire))
+            return x->bits;
+        const xmask *y = expected;
+        if (!memcmp(y->key, key, sizeof key)) { /* another thread just added the same */
+            free(x);
+            return y->bits;
+        }
+    }
+    *owned = 1;
+    return x->bits;
+}
+
+static void free_exclusion(const uint32_t *bits, int owned)
+{
+    if (owned)
+        free((uint8_t *)bits - offsetof(xmask, bits));
+}
+
 #define EXCEPTION_TOKENS 32768 /* above this many exception tokens, walking the trie is cheaper */
 
 /* The plain tokens by the chain shortcut. Returns the entry's base (plain tokens of at most base
@@ -608,42 +680,41 @@ static int32_t plain_by_chain(walk *w, uint32_t q)
             walked += v->has_off[b + 1] - v->has_off[b];
     if (walked > EXCEPTION_TOKENS)
         return -2;
-    const uint32_t *row = v->plain_le + (size_t)run * v->words, *out[128];
-    uint32_t *bits = w->bits, n_out = 0;
-    for (int b = 0; b < 128; b++)
-        if (bs_has(&first, b) || bs_has(&later, b))
-            out[n_out++] = v->contains + (size_t)b * v->words;
-    for (uint32_t i = 0; i < v->words; i++) { /* tokens without exceptions, by length */
-        uint32_t m = row[i];
-        for (uint32_t k = 0; k < n_out && m; k++)
-            m &= ~out[k][i];
-        bits[i] |= m;
+    /* tokens without exceptions, by length (a first-character-only exception counts only where
+     * it opens the token: those tokens are cleared, and walked in their trie subtree) */
+    bset other;
+    for (int i = 0; i < 2; i++)
+        other.w[i] = (first.w[i] | later.w[i]) & ~walk1.w[i];
+    int owned;
+    const uint32_t *row = v->plain_le + (size_t)run * v->words, *x = exclusion(g, &walk1, &other, &owned);
+    uint32_t *bits = w->bits;
+    if (!x) {
+        w->failed = 1;
+        return -1;
     }
-    /* walk1 bytes are only exceptions at the first character: tokens holding them later are fine,
-     * so put those back, then walk the subtrees that open with them */
+    for (uint32_t i = 0; i < v->words; i++)
+        bits[i] |= row[i] & ~x[i];
+    free_exclusion(x, owned);
     uint8_t opens[128] = {0};
     for (uint32_t i = 0; i < pt->n; i = pt->end[i])
         if (pt->byte[i] < 0x80 && bs_has(&walk1, pt->byte[i])) {
             opens[pt->byte[i]] = 1;
-            walk_trie(w, q, GR_TRIE_PLAIN, i, pt->end[i]);
+            walk_trie(w, q, GR_TRIE_PLAIN, i, pt->end[i], 0);
         }
-    for (int b = 0; b < 128; b++) {
-        if (!bs_has(&walk1, b))
-            continue;
-        for (uint32_t k = v->has_off[b]; k < v->has_off[b + 1]; k++) {
-            int32_t id = v->has[k];
-            uint32_t len;
-            const uint8_t *s = vocab_bytes(v, id, &len);
-            if (opens[s[0] < 0x80 ? s[0] : GR_NONASCII] || (bits[(uint32_t)id / 32] >> (id & 31) & 1))
-                continue;
-            int other = 0; /* does it hold another exception? then it is walked below, or dead */
-            for (uint32_t c = 0; c < len && !other; c++) {
-                int cb = s[c] < 0x80 ? s[c] : GR_NONASCII;
-                other = cb != b && (bs_has(&first, cb) || bs_has(&later, cb));
-            }
-            if (!other && v->nchars[id] <= (uint32_t)run)
-                bits[(uint32_t)id / 32] |= 1u << (id & 31);
+    /* tokens holding a later exception: the plain trie's subtrees that hold one (or, for a letter,
+     * which the subtree sets do not track, the tokens one by one) */
+    uint64_t need = 0;
+    int letters = 0;
+    for (int b = 0; b < 128; b++)
+        if (bs_has(&walkn, b)) {
+            if (v->track[b] >= 0)
+                need |= 1ull << v->track[b];
+            else
+                letters = 1;
         }
+    if (need && !letters) {
+        walk_trie(w, q, GR_TRIE_PLAIN, 0, pt->n, need);
+        return -1;
     }
     uint32_t *seen = dsk_calloc(v->words, sizeof *seen);
     if (!seen) {
@@ -686,9 +757,9 @@ static gr_entry *compute_entry(const grammar *g, uint32_t q)
     int32_t base = plain_by_chain(w, q);
     if (base == -2) {
         base = -1;
-        walk_trie(w, q, GR_TRIE_PLAIN, 0, g->v->trie[GR_TRIE_PLAIN].n);
+        walk_trie(w, q, GR_TRIE_PLAIN, 0, g->v->trie[GR_TRIE_PLAIN].n, 0);
     }
-    walk_trie(w, q, GR_TRIE_OTHER, 0, g->v->trie[GR_TRIE_OTHER].n);
+    walk_trie(w, q, GR_TRIE_OTHER, 0, g->v->trie[GR_TRIE_OTHER].n, 0);
     for (uint32_t i = 0; i < g->v->words; i++)
         w->n_acc += (uint32_t)__builtin_popcount(w->bits[i]);
     if (!w->failed)

@@ -65,6 +65,31 @@ int config_step_stack(const grammar *g, uint32_t *st, uint32_t d, unsigned sym, 
     return 0;
 }
 
+/* Add the returns each stack could make right away, and drop stacks that can do nothing else. */
+static int config_normalize(const grammar *g, gr_config *c)
+{
+    uint32_t keep = 0;
+    for (uint32_t i = 0; i < c->n; i++) { /* c->n grows as returned stacks are appended */
+        uint32_t d = c->depth[i];
+        uint8_t f = g->flags[c->f[i][d - 1]];
+        if (d > 1 && (f & GR_ACCEPT) && !(f & GR_ROOT) && config_add(c, c->f[i], d - 1))
+            return -1;
+    }
+    for (uint32_t i = 0; i < c->n; i++) {
+        uint32_t d = c->depth[i];
+        uint8_t f = g->flags[c->f[i][d - 1]];
+        if (d > 1 && (f & GR_FINAL))
+            continue;
+        if (keep != i) {
+            c->depth[keep] = c->depth[i];
+            memcpy(c->f[keep], c->f[i], d * sizeof c->f[i][0]);
+        }
+        keep++;
+    }
+    c->n = keep;
+    return 0;
+}
+
 static int config_step(const grammar *g, const gr_config *in, unsigned sym, gr_config *out)
 {
     uint32_t st[GR_MAX_DEPTH];
@@ -74,7 +99,7 @@ static int config_step(const grammar *g, const gr_config *in, unsigned sym, gr_c
         if (config_step_stack(g, st, in->depth[i], sym, out))
             return -1;
     }
-    return 0;
+    return config_normalize(g, out);
 }
 
 int config_step_bytes(const grammar *g, const gr_config *in, const uint8_t *s, size_t n, gr_config *out,

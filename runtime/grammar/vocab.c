@@ -137,9 +137,11 @@ void grammar_vocab_free(grammar_vocab *v)
         free(v->trie[i].end);
         free(v->trie[i].tok);
         free(v->trie[i].more);
+        free(v->trie[i].below);
     }
     free(v->plain_le);
     free(v->contains);
+    free(v->starts);
     free(v->has);
     free(v);
 }
@@ -213,6 +215,32 @@ done:
     return rc;
 }
 
+/* Which bytes each plain-trie subtree holds (for the tracked bytes: not letters), so a walk after
+ * tokens holding some byte can skip the subtrees without it. */
+static int build_below(grammar_vocab *v)
+{
+    int bit = 0;
+    for (int b = 0; b < 128; b++) {
+        int letter = (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z');
+        int plain = (b >= 0x20 && b < 0x7F && b != '"' && b != '\\') || b == GR_NONASCII;
+        v->track[b] = (int8_t)(plain && !letter ? bit++ : -1);
+    }
+    gr_trie *t = &v->trie[GR_TRIE_PLAIN];
+    t->below = dsk_calloc(t->n + 1, sizeof *t->below);
+    if (!t->below)
+        return -1;
+    uint64_t acc[258] = {0}; /* per depth: what the subtrees at that depth under the current parent hold */
+    for (uint32_t i = t->n; i-- > 0;) { /* children come after their parent: go backwards */
+        uint32_t d = t->depth[i];
+        int c = t->byte[i] < 0x80 ? t->byte[i] : GR_NONASCII;
+        uint64_t own = v->track[c] >= 0 ? 1ull << v->track[c] : 0;
+        t->below[i] = own | acc[d + 1];
+        acc[d + 1] = 0;
+        acc[d] |= t->below[i];
+    }
+    return 0;
+}
+
 static int build_plain_masks(grammar_vocab *v)
 {
     size_t w = v->words;
@@ -226,7 +254,8 @@ static int build_plain_masks(grammar_vocab *v)
         for (size_t i = 0; i < w; i++)
             v->plain_le[c * w + i] |= v->plain_le[(c - 1) * w + i];
     v->contains = dsk_calloc(128 * w, sizeof *v->contains);
-    if (!v->contains)
+    v->starts = dsk_calloc(128 * w, sizeof *v->starts);
+    if (!v->contains || !v->starts)
         return -1;
     memset(v->has_off, 0, sizeof v->has_off);
     for (int pass = 0; pass < 2; pass++) {
@@ -238,6 +267,8 @@ static int build_plain_masks(grammar_vocab *v)
             uint32_t len;
             const uint8_t *b = vocab_bytes(v, id, &len);
             uint8_t seen[128] = {0};
+            if (!pass)
+                v->starts[(b[0] < 0x80 ? b[0] : GR_NONASCII) * w + (uint32_t)id / 32] |= 1u << (id & 31);
             for (uint32_t i = 0; i < len; i++)
                 seen[b[i] < 0x80 ? b[i] : GR_NONASCII] = 1;
             for (int c = 0; c < 128; c++) {
@@ -286,7 +317,7 @@ int grammar_vocab_new(const dsk_tokenizer *tok, int vocab_size, int32_t eos_id, 
     v->dsml = tok_id(tok, DSML_TOKEN);
     if (v->dsml >= 0 && !tok_is_added(tok, v->dsml))
         v->dsml = -1; /* "｜DSML｜" as an ordinary vocabulary entry is text, not the marker */
-    if (fill(v, tok) || build_tries(v) || build_plain_masks(v)) {
+    if (fill(v, tok) || build_tries(v) || build_below(v) || build_plain_masks(v)) {
         grammar_vocab_free(v);
         return dsk_err_ctx("building the grammar vocabulary");
     }

@@ -101,8 +101,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s\n", dsk_err_msg());
         return 2;
     }
-    gt_env env;
-    gt_env_init(&env, tok, v);
+    grammar_walk_env env;
+    grammar_walk_env_init(&env, tok, v);
     dsk_rng r;
     dsk_rng_seed(&r, strtoull(argv[2], NULL, 10));
     int rc = 0;
@@ -118,14 +118,14 @@ int main(int argc, char **argv)
         json_int_t walks = json_integer_value(json_object_get(c, "walks"));
         for (json_int_t k = 0; k < (walks ? walks : 8); k++) {
             grammar_matcher *m;
-            gt_walk w = {0};
-            if (grammar_matcher_new(g, &m) || gt_random_walk(&env, m, &r, 150, 0, &w) ||
+            grammar_walk w = {0};
+            if (grammar_matcher_new(g, &m) || grammar_random_walk(&env, m, &r, 150, 0, &w) ||
                 emit_sample(i, &w.text, json_string_value(json_object_get(c, "kind")))) {
                 fprintf(stderr, "case %zu walk %lld: %s\n", i, (long long)k, dsk_err_msg());
                 rc = 1;
             }
             grammar_matcher_free(m);
-            dsk_buf_free(&w.text);
+            grammar_walk_free(&w);
         }
         grammar_free(g);
     }

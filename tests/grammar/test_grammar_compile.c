@@ -42,7 +42,7 @@ static int feed(grammar_matcher *m, const char *text, size_t len)
     int ok = 1;
     for (size_t i = 0; i < ids.len && ok; i++) {
         assert_ok(grammar_allowed(m, mask));
-        int bit = gt_bit(mask, ids.data[i]);
+        int bit = grammar_mask_has(mask, ids.data[i]);
         ok = grammar_accept_token(m, ids.data[i]) == 0;
         if (bit != ok)
             fail_msg("token %d (#%zu of \"%s\"): mask says %d, accept_token says %d", ids.data[i], i, text, bit, ok);
@@ -59,7 +59,7 @@ static int accepts_n(const grammar *g, const char *text, size_t len)
     int ok = feed(m, text, len);
     if (ok) {
         assert_ok(grammar_allowed(m, mask));
-        assert_int_equal(gt_bit(mask, tok_eos(tok)), grammar_is_accepting(m));
+        assert_int_equal(grammar_mask_has(mask, tok_eos(tok)), grammar_is_accepting(m));
         ok = grammar_is_accepting(m);
     }
     grammar_matcher_free(m);

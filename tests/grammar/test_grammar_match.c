@@ -12,7 +12,7 @@
 
 static dsk_tokenizer *tok;
 static grammar_vocab *vocab;
-static gt_env env;
+static grammar_walk_env env;
 static uint32_t *mask, *mask2;
 static uint64_t seed;
 
@@ -25,7 +25,7 @@ static int setup(void **state)
         fprintf(stderr, "%s\n", dsk_err_msg());
         return -1;
     }
-    gt_env_init(&env, tok, vocab);
+    grammar_walk_env_init(&env, tok, vocab);
     mask = malloc(grammar_mask_words(vocab) * sizeof *mask);
     mask2 = malloc(grammar_mask_words(vocab) * sizeof *mask2);
     seed = (uint64_t)time(NULL);
@@ -66,7 +66,20 @@ static const char *const walk_schemas[] = {
     "{\"anyOf\": [{\"type\": \"string\", \"pattern\": \"^[A-Z]{3}-[0-9]{2}$\"}, {\"type\": \"number\", \"minimum\": -1, "
     "\"maximum\": 1}, {\"type\": \"array\", \"prefixItems\": [{\"type\": \"boolean\"}, {\"format\": \"date\"}]}]}",
     "{\"type\": \"object\"}",
+    "{\"type\": \"object\", \"properties\": {\"mail\": {\"type\": \"string\", \"format\": \"email\"}, \"host\": {\"type\": "
+    "\"string\", \"pattern\": \"^[a-z0-9-]+(\\\\.[a-z0-9-]+)*\\\\.(com|org)$\"}, \"note\": {\"type\": \"string\", \"pattern\": "
+    "\"x\"}}, \"required\": [\"mail\", \"host\", \"note\"]}",
 };
+
+static const char tools_json[] =
+    "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\", "
+    "\"properties\": {\"city\": {\"type\": \"string\", \"maxLength\": 24}, \"unit\": {\"enum\": [\"c\", \"f\"]}, "
+    "\"days\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 7}}, \"required\": [\"city\"]}}},"
+    " {\"type\": \"function\", \"namespace\": \"web\", \"function\": {\"name\": \"search\", \"parameters\": {\"type\": "
+    "\"object\", \"properties\": {\"q\": {\"type\": \"string\"}, \"filters\": {\"type\": \"array\", \"items\": "
+    "{\"type\": \"object\", \"properties\": {\"k\": {\"type\": \"string\"}, \"v\": {}}, \"required\": [\"k\", \"v\"]}, "
+    "\"maxItems\": 2}, \"limit\": {\"type\": [\"integer\", \"string\"]}}, \"required\": [\"q\"]}}},"
+    " {\"type\": \"function\", \"function\": {\"name\": \"now\"}}]";
 
 /* The mask at m equals "accept_token succeeds" for every id of the model's vocabulary. */
 static void brute_force(const grammar_matcher *m, const char *what)
@@ -77,8 +90,8 @@ static void brute_force(const grammar_matcher *m, const char *what)
     for (int32_t id = 0; id < GT_VOCAB; id++) {
         assert_ok(grammar_matcher_copy(probe, m));
         int ok = grammar_accept_token(probe, id) == 0;
-        if (ok != gt_bit(mask, id))
-            fail_msg("%s: token %d: mask %d, accept_token %d", what, id, gt_bit(mask, id), ok);
+        if (ok != grammar_mask_has(mask, id))
+            fail_msg("%s: token %d: mask %d, accept_token %d", what, id, grammar_mask_has(mask, id), ok);
     }
     grammar_matcher_free(probe);
 }
@@ -88,10 +101,10 @@ static void check_brute_force(const grammar *g, const char *what, dsk_rng *r)
 {
     int32_t *ids = malloc(GT_VOCAB * sizeof *ids);
     assert_non_null(ids);
-    for (int rep = 0; rep < 2; rep++) {
+    for (int rep = 0; rep < 3; rep++) {
         grammar_matcher *m;
         assert_ok(grammar_matcher_new(g, &m));
-        size_t steps = dsk_rng_below(r, 12);
+        size_t steps = dsk_rng_below(r, 24);
         for (size_t s = 0; s < steps; s++) {
             assert_ok(grammar_allowed(m, mask));
             size_t n = gt_mask_ids(mask, grammar_mask_words(vocab), ids);
@@ -116,13 +129,19 @@ static void test_masks_vs_brute_force(void **state)
         check_brute_force(g, walk_schemas[i], &r);
         grammar_free(g);
     }
-    static const char *const regexes[] = {".*foo", "[^x]{2,5}y", "[a-z]+@[a-z]+\\.com"};
-    for (size_t i = 0; i < 3; i++) {
+    static const char *const regexes[] = {".*foo", "[^x]{2,5}y", "[a-z]+@[a-z]+\\.com", "[A-Za-z0-9 .]{0,40}!"};
+    for (size_t i = 0; i < 4; i++) {
         grammar *g;
         assert_ok(grammar_from_regex(vocab, regexes[i], strlen(regexes[i]), NULL, &g));
         check_brute_force(g, regexes[i], &r);
         grammar_free(g);
     }
+    json_t *tools = json_loads(tools_json, 0, NULL);
+    grammar *g;
+    assert_ok(grammar_from_tools(vocab, tools, NULL, 2, NULL, &g));
+    check_brute_force(g, "tools", &r);
+    grammar_free(g);
+    json_decref(tools);
 }
 
 static void test_matcher_api(void **state)
@@ -144,7 +163,7 @@ static void test_matcher_api(void **state)
     assert_int_equal(grammar_remaining(m), 1);
     /* the clone did not move; copying rolls m back */
     assert_ok(grammar_allowed(c, mask));
-    assert_true(gt_bit(mask, close) && gt_bit(mask, one) && !gt_bit(mask, env.eos));
+    assert_true(grammar_mask_has(mask, close) && grammar_mask_has(mask, one) && !grammar_mask_has(mask, env.eos));
     assert_ok(grammar_matcher_copy(m, c));
     assert_ok(grammar_allowed(m, mask2));
     assert_memory_equal(mask, mask2, grammar_mask_words(vocab) * sizeof *mask);
@@ -155,9 +174,9 @@ static void test_matcher_api(void **state)
     assert_ok(grammar_allowed(m, mask));
     size_t n_allowed = 0;
     for (int32_t id = 0; id < GT_VOCAB; id++)
-        n_allowed += gt_bit(mask, id);
+        n_allowed += grammar_mask_has(mask, id);
     assert_int_equal(n_allowed, 1);
-    assert_true(gt_bit(mask, env.eos));
+    assert_true(grammar_mask_has(mask, env.eos));
     assert_int_equal(grammar_accept_token(m, tok_id(tok, "<｜User｜>")), -1);
     assert_int_equal(grammar_accept_token(m, GT_VOCAB - 1), -1);
     assert_int_equal(grammar_accept_token(m, GT_VOCAB), -1);
@@ -194,8 +213,8 @@ static void test_walks_parse(void **state)
         for (int k = 0; k < 6; k++) {
             grammar_matcher *m;
             assert_ok(grammar_matcher_new(g, &m));
-            gt_walk w = {0};
-            if (gt_random_walk(&env, m, &r, 120, 0, &w))
+            grammar_walk w = {0};
+            if (grammar_random_walk(&env, m, &r, 120, 0, &w))
                 fail_msg("walk %zu.%d: %s", i, k, dsk_err_msg());
             json_error_t e;
             json_t *j = json_loadb(w.text.data, w.text.len, JSON_DECODE_ANY, &e);
@@ -206,21 +225,13 @@ static void test_walks_parse(void **state)
             json_decref(j);
             assert_true(w.finished && grammar_is_finished(m));
             grammar_matcher_free(m);
-            dsk_buf_free(&w.text);
+            grammar_walk_free(&w);
         }
         grammar_free(g);
     }
 }
 
-static const char tools_json[] =
-    "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\", "
-    "\"properties\": {\"city\": {\"type\": \"string\", \"maxLength\": 24}, \"unit\": {\"enum\": [\"c\", \"f\"]}, "
-    "\"days\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 7}}, \"required\": [\"city\"]}}},"
-    " {\"type\": \"function\", \"namespace\": \"web\", \"function\": {\"name\": \"search\", \"parameters\": {\"type\": "
-    "\"object\", \"properties\": {\"q\": {\"type\": \"string\"}, \"filters\": {\"type\": \"array\", \"items\": "
-    "{\"type\": \"object\", \"properties\": {\"k\": {\"type\": \"string\"}, \"v\": {}}, \"required\": [\"k\", \"v\"]}, "
-    "\"maxItems\": 2}, \"limit\": {\"type\": [\"integer\", \"string\"]}}, \"required\": [\"q\"]}}},"
-    " {\"type\": \"function\", \"function\": {\"name\": \"now\"}}]";
+
 
 /* Every walk of the tools grammar parses back into 1..max_calls calls of offered tools whose
  * arguments are JSON objects holding the required parameters. */
@@ -229,8 +240,8 @@ static void check_tool_walks(const grammar *g, const char *force, int max_calls,
     for (int k = 0; k < 6; k++) {
         grammar_matcher *m;
         assert_ok(grammar_matcher_new(g, &m));
-        gt_walk w = {0};
-        if (gt_random_walk(&env, m, r, 150, 0, &w))
+        grammar_walk w = {0};
+        if (grammar_random_walk(&env, m, r, 150, 0, &w))
             fail_msg("tool walk: %s", dsk_err_msg());
         dsml_parser p;
         assert_ok(dsml_parse(w.text.data, w.text.len, 0, &p));
@@ -255,7 +266,7 @@ static void check_tool_walks(const grammar *g, const char *force, int max_calls,
         }
         dsml_parser_free(&p);
         grammar_matcher_free(m);
-        dsk_buf_free(&w.text);
+        grammar_walk_free(&w);
     }
 }
 
