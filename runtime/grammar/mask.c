@@ -122,7 +122,7 @@ static uint32_t multibyte_target(const grammar *g, uint32_t x)
     return m;
 }
 
-#define TEXT_LIKE 48 /* regular ASCII bytes a state needs for the chain shortcut to pay off */
+#define TEXT_LIKE 20 /* regular ASCII bytes a state needs for the chain shortcut to pay off */
 #define FEW_LIVE 8   /* live exceptions a dying state may have and still end a chain */
 
 /* The regular target from x (0: the chain ends here, every plain character but the live exceptions
@@ -618,13 +618,21 @@ static const uint32_t *exclusion(const grammar *g, const bset *first, const bset
     if (!x)
         return NULL;
     memcpy(x->key, key, sizeof key);
-    memset(x->bits, 0, v->words * sizeof(uint32_t));
+    const uint32_t *rows[128];
+    int n = 0;
     for (int b = 0; b < 128; b++) {
-        const uint32_t *row = bs_has(first, b) ? v->starts + (size_t)b * v->words
-                            : bs_has(other, b) ? v->contains + (size_t)b * v->words
-                                               : NULL;
-        for (uint32_t i = 0; row && i < v->words; i++)
-            x->bits[i] |= row[i];
+        if (bs_has(first, b))
+            rows[n++] = v->starts + (size_t)b * v->words;
+        else if (bs_has(other, b))
+            rows[n++] = v->contains + (size_t)b * v->words;
+    }
+    /* in blocks of words, so the block of the result stays in registers/L1 across all rows */
+    for (uint32_t i0 = 0; i0 < v->words; i0 += 64) {
+        uint32_t n_w = v->words - i0 < 64 ? v->words - i0 : 64, acc[64] = {0};
+        for (int k = 0; k < n; k++)
+            for (uint32_t i = 0; i < n_w; i++)
+                acc[i] |= rows[k][i0 + i];
+        memcpy(x->bits + i0, acc, n_w * sizeof *acc);
     }
     for (int i = 0; i < 16; i++) {
         void *expected = NULL;
@@ -674,14 +682,21 @@ static int32_t plain_by_chain(walk *w, uint32_t q)
         walk1.w[1] &= ~(1ull << (GR_NONASCII - 64));
         bs_set(&walkn, GR_NONASCII);
     }
+    /* tokens holding a later exception: the plain trie's subtrees that hold one, or, when that is a
+     * letter (the subtree sets do not track letters), the tokens one by one, if not too many */
+    uint64_t need = 0;
+    int letters = 0;
     uint32_t walked = 0;
     for (int b = 0; b < 128; b++)
-        if (bs_has(&walkn, b))
+        if (bs_has(&walkn, b)) {
             walked += v->has_off[b + 1] - v->has_off[b];
-    if (walked > EXCEPTION_TOKENS)
+            if (v->track[b] >= 0)
+                need |= 1ull << v->track[b];
+            else
+                letters = 1;
+        }
+    if (letters && walked > EXCEPTION_TOKENS)
         return -2;
-    /* tokens without exceptions, by length (a first-character-only exception counts only where
-     * it opens the token: those tokens are cleared, and walked in their trie subtree) */
     bset other;
     for (int i = 0; i < 2; i++)
         other.w[i] = (first.w[i] | later.w[i]) & ~walk1.w[i];
@@ -700,17 +715,6 @@ static int32_t plain_by_chain(walk *w, uint32_t q)
         if (pt->byte[i] < 0x80 && bs_has(&walk1, pt->byte[i])) {
             opens[pt->byte[i]] = 1;
             walk_trie(w, q, GR_TRIE_PLAIN, i, pt->end[i], 0);
-        }
-    /* tokens holding a later exception: the plain trie's subtrees that hold one (or, for a letter,
-     * which the subtree sets do not track, the tokens one by one) */
-    uint64_t need = 0;
-    int letters = 0;
-    for (int b = 0; b < 128; b++)
-        if (bs_has(&walkn, b)) {
-            if (v->track[b] >= 0)
-                need |= 1ull << v->track[b];
-            else
-                letters = 1;
         }
     if (need && !letters) {
         walk_trie(w, q, GR_TRIE_PLAIN, 0, pt->n, need);
