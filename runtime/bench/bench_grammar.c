@@ -146,7 +146,7 @@ static int run_case(const grammar_walk_env *env, const bench_case *c, int walks,
         grammar_free(g);
     }
     samples cold = {0}, warm = {0};
-    size_t tokens = 0;
+    size_t tokens = 0, memory = 0;
     int rc = -1;
     for (int k = 0; k < walks; k++) {
         grammar *g;
@@ -158,6 +158,7 @@ static int run_case(const grammar_walk_env *env, const bench_case *c, int walks,
             int bad = grammar_matcher_new(g, &m) || grammar_random_walk(env, m, r, 200, clock, &w) ||
                       add_times(pass ? &warm : &cold, &w);
             tokens += pass ? 0 : w.tokens;
+            memory += pass ? 0 : grammar_memory(g);
             grammar_matcher_free(m);
             grammar_walk_free(&w);
             if (bad) {
@@ -170,8 +171,8 @@ static int run_case(const grammar_walk_env *env, const bench_case *c, int walks,
     }
     double c50 = pct(cold.t, cold.n, 0.5), c99 = pct(cold.t, cold.n, 0.99), cmax = pct(cold.t, cold.n, 1);
     double w50 = pct(warm.t, warm.n, 0.5), w99 = pct(warm.t, warm.n, 0.99);
-    printf("| %-24s | %7zu | %8.2f | %6.0f | %6.1f | %7.1f | %7.0f | %6.1f | %7.1f |\n", c->name, states,
-           pct(comp, 9, 0.5), (double)tokens / walks, c50, c99, cmax, w50, w99);
+    printf("| %-24s | %7zu | %8.2f | %6.1f | %6.0f | %6.1f | %7.1f | %7.0f | %6.1f | %7.1f |\n", c->name, states,
+           pct(comp, 9, 0.5), (double)memory / walks / (1 << 20), (double)tokens / walks, c50, c99, cmax, w50, w99);
     fflush(stdout);
     rc = 0;
 out:
@@ -256,9 +257,9 @@ int bench_grammar(int argc, char **argv)
         {"DSML, 20 tools", 2, tools_array(20), NULL},
         {"regex", 3, NULL, "(?:[A-Z][a-z]+ ){1,3}\\(\\d{3}\\) \\d{3}-\\d{4}, [^\\n]{0,60}\\."},
     };
-    printf("| case                     | states  | compile  | tokens | cold   | cold    | cold    | warm   | warm    |\n");
-    printf("|                          |         | ms (p50) | /walk  | p50    | p99     | max     | p50    | p99     |\n");
-    printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    printf("| case                     | states  | compile  | MiB    | tokens | cold   | cold    | cold    | warm   | warm    |\n");
+    printf("|                          |         | ms (p50) | /walk  | /walk  | p50    | p99     | max     | p50    | p99     |\n");
+    printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     dsk_rng r;
     dsk_rng_seed(&r, (uint64_t)seed);
     int rc = 0;

@@ -56,8 +56,10 @@ int grammar_from_choices(const grammar_vocab *v, const char *const *choices, con
  * any of the tools. The vocabulary needs the ｜DSML｜ control token. */
 int grammar_from_tools(const grammar_vocab *v, const json_t *tools, const char *force_name, int max_calls,
                        const grammar_options *opt, grammar **out);
-/* States of the compiled automata (all rules): the grammar's size, for logs and benchmarks. */
+/* States of the compiled automata (all rules), and the bytes the grammar holds now (tables, and the
+ * token sets cached so far), for logs and benchmarks. */
 size_t grammar_state_count(const grammar *g);
+size_t grammar_memory(const grammar *g);
 /* A grammar is read-only once compiled (its mask cache fills lazily and is thread-safe): any number
  * of matchers on any threads may share it. Free it after its last matcher. */
 void grammar_free(grammar *g);

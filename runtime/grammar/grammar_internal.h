@@ -65,6 +65,9 @@ struct grammar_vocab {
     uint32_t has_off[129];
     int32_t *has;
     int8_t track[128]; /* the bit of a non-letter plain byte (and GR_NONASCII) in trie.below, or -1 */
+    uint32_t n_other;     /* the non-plain text tokens, numbered 0.. so a set of them is small */
+    int32_t *other_ids;   /* [n_other] */
+    uint32_t *other_index; /* [size] number of a non-plain token, UINT32_MAX for others */
     gr_seq seqs[16];    /* the plain non-ASCII characters */
     int n_seqs;
 };
@@ -231,6 +234,8 @@ struct grammar {
     int uses_dsml;
     _Atomic(gr_entry *) *cache; /* [n] lazily built token sets (mask.c) */
     _Atomic(void *) xmasks[16];  /* plain tokens without given exception bytes, by exception set (mask.c) */
+    size_t table_bytes;          /* the automaton's arrays */
+    atomic_size_t cache_bytes;   /* the token sets built so far */
     atomic_int *run;            /* [n] plain-character chain length memo (mask.c) */
     atomic_uint *uni;           /* [n] where regular plain characters lead, memo (mask.c) */
     atomic_ullong *exc;         /* [4 n] that state's exceptions (dead, live), memo (mask.c) */

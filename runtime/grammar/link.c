@@ -70,6 +70,11 @@ size_t grammar_state_count(const grammar *g)
     return g->n - 1;
 }
 
+size_t grammar_memory(const grammar *g)
+{
+    return sizeof *g + g->table_bytes + atomic_load_explicit(&((grammar *)g)->cache_bytes, memory_order_relaxed);
+}
+
 void grammar_free(grammar *g)
 {
     if (!g)
@@ -348,6 +353,11 @@ static int link_rules(grammar *g, const gr_dfa *d, uint32_t n_rules)
     }
     g->call_off[n] = k;
     g->start = base[0];
+    /* per state: rule, row, flags, call_off, dist, and the mask memos (cache, run, uni, exc) */
+    size_t per_state = sizeof *g->rule + sizeof *g->row + 1 + sizeof *g->call_off + sizeof *g->dist +
+                       sizeof *g->cache + sizeof *g->run + sizeof *g->uni + 4 * sizeof *g->exc;
+    g->table_bytes = cells * sizeof *g->next + (size_t)n * per_state + (size_t)n_rules * GR_NSYM * sizeof *g->cls +
+                     n_calls * sizeof *g->calls;
     rc = 0;
 out:
     free(base);
@@ -398,6 +408,7 @@ int build_finish(gr_build *b, grammar **out)
     }
     for (int i = 0; i < 16; i++)
         atomic_init(&g->xmasks[i], NULL);
+    atomic_init(&g->cache_bytes, 0);
     for (uint32_t i = 0; i < g->n; i++) {
         atomic_init(&g->cache[i], NULL);
         atomic_init(&g->run[i], INT32_MIN);

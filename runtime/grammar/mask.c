@@ -24,10 +24,11 @@ typedef struct {
 } gr_group;
 
 struct gr_entry {
-    int32_t base;    /* plain tokens of at most base characters are accepted; -1: none by this rule */
-    uint32_t n_acc;  /* ids in acc (when bits is NULL) */
+    int32_t base;         /* plain tokens of at most base characters are accepted; -1: none by this rule */
+    uint32_t n_acc;       /* plain ids in acc (when bits is NULL) */
     uint32_t *acc;
-    uint32_t *bits;  /* the accepted set as a full mask, when it is large */
+    uint32_t *bits;       /* the plain tokens accepted as a full mask, when they are many */
+    uint32_t *other_bits; /* the non-plain tokens accepted, by their number (vocab.other_ids) */
     uint32_t n_groups;
     gr_group *groups;
     uint32_t *ids;
@@ -556,31 +557,39 @@ static gr_entry *make_entry(walk *w, int32_t base)
     uent *u = collect_uncertain(w, &n_unc);
     if (!u)
         return NULL;
-    uint32_t n_groups = 0;
+    uint32_t n_groups = 0, n_plain = 0, other_words = (v->n_other + 31) / 32;
     for (uint32_t i = 0; i < n_unc; i++)
         n_groups += !i || suffix_cmp(v, &u[i - 1], &u[i]) != 0;
-    int as_bits = w->n_acc > v->words;
-    size_t acc_words = as_bits ? v->words : w->n_acc;
-    size_t size = sizeof(gr_entry) + acc_words * 4 + (size_t)n_groups * sizeof(gr_group) + (size_t)n_unc * 4;
-    gr_entry *e = dsk_malloc(size);
+    for (uint32_t i = 0; i < v->words; i++)
+        for (uint32_t m = w->bits[i]; m; m &= m - 1)
+            n_plain += v->kind[i * 32 + (uint32_t)__builtin_ctz(m)] == GR_TOK_PLAIN;
+    int as_bits = n_plain > v->words;
+    size_t plain_words = as_bits ? v->words : n_plain;
+    size_t size = sizeof(gr_entry) + (plain_words + other_words) * 4 + (size_t)n_groups * sizeof(gr_group) +
+                  (size_t)n_unc * 4;
+    gr_entry *e = dsk_calloc(1, size);
     if (!e) {
         free(u);
         return NULL;
     }
     uint8_t *p = (uint8_t *)(e + 1);
     e->base = base;
-    e->n_acc = w->n_acc;
+    e->n_acc = n_plain;
     e->bits = as_bits ? (uint32_t *)p : NULL;
     e->acc = as_bits ? NULL : (uint32_t *)p;
-    if (as_bits) {
-        memcpy(e->bits, w->bits, v->words * 4);
-    } else {
-        uint32_t k = 0;
-        for (uint32_t i = 0; i < v->words; i++)
-            for (uint32_t m = w->bits[i]; m; m &= m - 1)
-                e->acc[k++] = i * 32 + (uint32_t)__builtin_ctz(m);
-    }
-    p += acc_words * 4;
+    p += plain_words * 4;
+    e->other_bits = (uint32_t *)p;
+    p += (size_t)other_words * 4;
+    for (uint32_t i = 0, k = 0; i < v->words; i++)
+        for (uint32_t m = w->bits[i]; m; m &= m - 1) {
+            uint32_t id = i * 32 + (uint32_t)__builtin_ctz(m), o = v->other_index[id];
+            if (o != UINT32_MAX)
+                e->other_bits[o / 32] |= 1u << (o & 31);
+            else if (as_bits)
+                e->bits[i] |= 1u << (id & 31);
+            else
+                e->acc[k++] = id;
+        }
     e->groups = (gr_group *)p;
     e->n_groups = n_groups;
     p += (size_t)n_groups * sizeof(gr_group);
@@ -592,6 +601,7 @@ static gr_entry *make_entry(walk *w, int32_t base)
         e->ids[i] = (uint32_t)u[i].tok;
     }
     free(u);
+    atomic_fetch_add_explicit(&((grammar *)w->g)->cache_bytes, size, memory_order_relaxed);
     return e;
 }
 
@@ -817,6 +827,11 @@ int mask_stack(const grammar *g, const uint32_t *st, uint32_t d, uint32_t *mask,
         for (uint32_t i = 0; i < e->n_acc; i++)
             mask[e->acc[i] / 32] |= 1u << (e->acc[i] & 31);
     }
+    for (uint32_t i = 0; i < (v->n_other + 31) / 32; i++)
+        for (uint32_t m = e->other_bits[i]; m; m &= m - 1) {
+            int32_t id = v->other_ids[i * 32 + (uint32_t)__builtin_ctz(m)];
+            mask[id / 32] |= 1u << (id & 31);
+        }
     if (d < 2 || !e->n_groups)
         return 0;
     /* uncertain tokens: their suffix after returning to the caller, on the real stack below */

@@ -140,6 +140,8 @@ void grammar_vocab_free(grammar_vocab *v)
         free(v->trie[i].below);
     }
     free(v->plain_le);
+    free(v->other_ids);
+    free(v->other_index);
     free(v->contains);
     free(v->starts);
     free(v->has);
@@ -189,6 +191,18 @@ static int fill(grammar_vocab *v, const dsk_tokenizer *tok)
         }
     }
     v->off[v->size] = (uint32_t)at;
+    v->kind[v->eos] = GR_TOK_CONTROL; /* EOS ends the output, whatever its bytes */
+    v->other_index = dsk_malloc((size_t)v->size * sizeof *v->other_index);
+    if (!v->other_index)
+        return -1;
+    for (int32_t id = 0; id < v->size; id++)
+        v->other_index[id] = v->kind[id] == GR_TOK_OTHER ? v->n_other++ : UINT32_MAX;
+    v->other_ids = dsk_malloc((v->n_other + 1) * sizeof *v->other_ids);
+    if (!v->other_ids)
+        return -1;
+    for (int32_t id = 0; id < v->size; id++)
+        if (v->kind[id] == GR_TOK_OTHER)
+            v->other_ids[v->other_index[id]] = id;
     return 0;
 }
 

@@ -5,7 +5,6 @@
 #include "tests/common/test_util.h"
 #include "tests/grammar/grammar_test_util.h"
 
-#include <time.h>
 
 static dsk_tokenizer *tok;
 static grammar_vocab *vocab;
