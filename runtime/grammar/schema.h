@@ -1,5 +1,6 @@
-/* The JSON Schema compiler's shared state (schema.c: structure, schema_scalar.c: strings, numbers
- * and literals, tools.c: DSML tool calls).
+/* The JSON Schema compiler's shared state (schema.c: structure and $ref, schema_container.c: objects
+ * and arrays, schema_scalar.c: strings and literals, schema_number.c: numbers, tools.c: DSML tool
+ * calls).
  *
  * A value position compiles in two steps: flatten the schema into alternatives of one JSON type
  * each ($ref, anyOf/oneOf, allOf of one, type arrays and enum/const unfolded), then emit each kind.
@@ -74,6 +75,9 @@ int gs_flatten(gs_ctx *s, const gs_at *at, gs_alts *out);
 int gs_value(gs_ctx *s, const gs_at *at, uint32_t from, uint32_t to, int raw_strings);
 /* Emit alternatives (of a position at `level`). */
 int gs_emit_alts(gs_ctx *s, const gs_alts *alts, int level, uint32_t from, uint32_t to, int raw_strings);
+/* The body of an object or array alternative, after its opening bracket through its closing one. */
+int gs_object_body(gs_ctx *s, const gs_alt *alt, uint32_t from, uint32_t to);
+int gs_array_body(gs_ctx *s, const gs_alt *alt, uint32_t from, uint32_t to);
 /* Compile the container rules that calls have asked for, until none is left. */
 int gs_drain_rules(gs_ctx *s);
 /* The member sequence of an object (or a DSML invoke): declared members in order, each optional
