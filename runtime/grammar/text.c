@@ -149,15 +149,27 @@ int utf8_sequences(uint32_t lo, uint32_t hi, gr_seq *out, int cap)
 
 /* ---- emission ---- */
 
-static void emit_utf8(gr_nfa *a, uint32_t from, uint32_t to, uint32_t lo, uint32_t hi)
+/* Code points lo..hi as UTF-8 paths. Trailing full continuation bytes (0x80..0xBF) go through tail[k],
+ * a chain shared by every sequence of one emission (created on demand): fewer NFA states, and the
+ * DFA's subsets coincide instead of multiplying. */
+static void emit_utf8(gr_nfa *a, uint32_t from, uint32_t to, uint32_t lo, uint32_t hi, uint32_t tail[4])
 {
     gr_seq seqs[24];
     int n = utf8_sequences(lo, hi, seqs, 24);
     for (int k = 0; k < n; k++) {
+        const gr_seq *q = &seqs[k];
+        int full = 0; /* trailing bytes that may be any continuation byte */
+        while (full + 1 < q->n && q->lo[q->n - 1 - full] == 0x80 && q->hi[q->n - 1 - full] == 0xBF)
+            full++;
+        for (int j = 1; j <= full; j++)
+            if (tail[j] == GR_NONE) {
+                tail[j] = nfa_state(a);
+                nfa_edge(a, tail[j], tail[j - 1], 0x80, 0xBF);
+            }
         uint32_t at = from;
-        for (int i = 0; i < seqs[k].n; i++) {
-            uint32_t nx = i + 1 == seqs[k].n ? to : nfa_state(a);
-            nfa_edge(a, at, nx, seqs[k].lo[i], seqs[k].hi[i]);
+        for (int i = 0; i < q->n - full; i++) {
+            uint32_t nx = i + 1 == q->n - full ? tail[full] : nfa_state(a);
+            nfa_edge(a, at, nx, q->lo[i], q->hi[i]);
             at = nx;
         }
     }
@@ -166,12 +178,13 @@ static void emit_utf8(gr_nfa *a, uint32_t from, uint32_t to, uint32_t lo, uint32
 /* Each range of s (surrogates skipped) as UTF-8. */
 static void emit_raw(gr_nfa *a, uint32_t from, uint32_t to, const gr_cset *s)
 {
+    uint32_t tail[4] = {to, GR_NONE, GR_NONE, GR_NONE};
     for (uint32_t i = 0; i < s->n; i++) {
         uint32_t lo = s->r[i].lo, hi = s->r[i].hi;
         if (lo < 0xD800)
-            emit_utf8(a, from, to, lo, hi < 0xD7FF ? hi : 0xD7FF);
+            emit_utf8(a, from, to, lo, hi < 0xD7FF ? hi : 0xD7FF, tail);
         if (hi > 0xDFFF)
-            emit_utf8(a, from, to, lo > 0xE000 ? lo : 0xE000, hi);
+            emit_utf8(a, from, to, lo > 0xE000 ? lo : 0xE000, hi, tail);
     }
 }
 
