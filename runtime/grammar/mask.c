@@ -130,12 +130,14 @@ static gr_entry *make_entry(walk *w, int32_t base)
     uent *u = collect_uncertain(w, &n_unc);
     if (!u)
         return NULL;
+    /* plain and other tokens apart by word operations: visiting every set bit of a set of 125k
+     * tokens would cost more than the walk that found them */
+    const uint32_t *plain = v->plain_le + (size_t)v->max_chars * v->words; /* every plain token */
     uint32_t n_groups = 0, n_plain = 0, other_words = (v->n_other + 31) / 32;
     for (uint32_t i = 0; i < n_unc; i++)
         n_groups += !i || suffix_cmp(v, &u[i - 1], &u[i]) != 0;
     for (uint32_t i = 0; i < v->words; i++)
-        for (uint32_t m = w->bits[i]; m; m &= m - 1)
-            n_plain += v->kind[i * 32 + (uint32_t)__builtin_ctz(m)] == GR_TOK_PLAIN;
+        n_plain += (uint32_t)__builtin_popcount(w->bits[i] & plain[i]);
     int as_bits = n_plain > v->words;
     size_t plain_words = as_bits ? v->words : n_plain;
     size_t size = sizeof(gr_entry) + (plain_words + other_words) * 4 + (size_t)n_groups * sizeof(gr_group) +
@@ -153,16 +155,18 @@ static gr_entry *make_entry(walk *w, int32_t base)
     p += plain_words * 4;
     e->other_bits = (uint32_t *)p;
     p += (size_t)other_words * 4;
-    for (uint32_t i = 0, k = 0; i < v->words; i++)
-        for (uint32_t m = w->bits[i]; m; m &= m - 1) {
-            uint32_t id = i * 32 + (uint32_t)__builtin_ctz(m), o = v->other_index[id];
-            if (o != UINT32_MAX)
-                e->other_bits[o / 32] |= 1u << (o & 31);
-            else if (as_bits)
-                e->bits[i] |= 1u << (id & 31);
-            else
-                e->acc[k++] = id;
+    for (uint32_t i = 0, k = 0; i < v->words; i++) {
+        uint32_t pl = w->bits[i] & plain[i];
+        if (as_bits)
+            e->bits[i] = pl;
+        else
+            for (; pl; pl &= pl - 1)
+                e->acc[k++] = i * 32 + (uint32_t)__builtin_ctz(pl);
+        for (uint32_t ot = w->bits[i] & ~plain[i]; ot; ot &= ot - 1) {
+            uint32_t o = v->other_index[i * 32 + (uint32_t)__builtin_ctz(ot)];
+            e->other_bits[o / 32] |= 1u << (o & 31);
         }
+    }
     e->groups = (gr_group *)p;
     e->n_groups = n_groups;
     p += (size_t)n_groups * sizeof(gr_group);
