@@ -20,6 +20,16 @@
 #define GR_MAX_DEPTH (GR_MAX_LEVELS + 2) /* matcher stack frames: root + one per level, + slack */
 #define GR_MAX_STACKS 32                 /* parses one matcher follows at once (ambiguous grammars) */
 
+/* Set bits of x. Portable on purpose: without -mpopcnt, __builtin_popcount is a libgcc call that
+ * cost more than the rest of building a token set. */
+static inline uint32_t gr_popcount(uint32_t x)
+{
+    x = x - ((x >> 1) & 0x55555555u);
+    x = (x & 0x33333333u) + ((x >> 2) & 0x33333333u);
+    x = (x + (x >> 4)) & 0x0F0F0F0Fu;
+    return (x * 0x01010101u) >> 24;
+}
+
 /* ---- the vocabulary (vocab.c) ---- */
 
 enum { GR_TOK_NONE, GR_TOK_PLAIN, GR_TOK_OTHER, GR_TOK_CONTROL };
@@ -35,6 +45,7 @@ typedef struct {
     int32_t *tok;  /* the id whose bytes end here, or -1 */
     uint8_t *more; /* other ids have the same bytes: vocab.same[tok] and on */
     uint64_t *below; /* plain trie: bit vocab.track[c] set if byte c is in the node or below it */
+    uint32_t *ord;   /* other trie: vocab.other_index of tok (token sets of them are indexed so) */
 } gr_trie;
 
 /* A run of UTF-8 byte ranges (lo[i]..hi[i] for byte i) that spells a range of code points. */

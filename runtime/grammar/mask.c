@@ -73,6 +73,14 @@ static void sort_uents(const grammar_vocab *v, uent *a, uent *tmp, size_t n)
     memcpy(a, tmp, k * sizeof *a);
 }
 
+static int accepted(const walk *w, int32_t id)
+{
+    uint32_t o = w->g->v->other_index[id];
+    if (o != UINT32_MAX)
+        return (int)(w->other[o / 32] >> (o & 31) & 1);
+    return (int)(w->bits[(uint32_t)id / 32] >> (id & 31) & 1);
+}
+
 /* The uncertain tokens (not accepted on their own) with their suffixes, grouped by suffix. */
 static uent *collect_uncertain(walk *w, uint32_t *n_out)
 {
@@ -83,7 +91,7 @@ static uent *collect_uncertain(walk *w, uint32_t *n_out)
         const gr_trie *t = &v->trie[w->unc[r].trie];
         for (uint32_t j = w->unc[r].node; j < t->end[w->unc[r].node]; j++)
             for (int32_t id = t->tok[j]; id >= 0; id = v->same[id]) {
-                if (w->bits[(uint32_t)id / 32] >> (id & 31) & 1)
+                if (accepted(w, id))
                     continue;
                 if (n == cap) {
                     cap = cap ? 2 * cap : 64;
@@ -98,7 +106,7 @@ static uent *collect_uncertain(walk *w, uint32_t *n_out)
             }
     }
     for (uint32_t i = 0; i < w->n_tunc; i++) {
-        if (w->bits[(uint32_t)w->tunc[i].tok / 32] >> (w->tunc[i].tok & 31) & 1)
+        if (accepted(w, w->tunc[i].tok))
             continue;
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
@@ -130,14 +138,11 @@ static gr_entry *make_entry(walk *w, int32_t base)
     uent *u = collect_uncertain(w, &n_unc);
     if (!u)
         return NULL;
-    /* plain and other tokens apart by word operations: visiting every set bit of a set of 125k
-     * tokens would cost more than the walk that found them */
-    const uint32_t *plain = v->plain_le + (size_t)v->max_chars * v->words; /* every plain token */
     uint32_t n_groups = 0, n_plain = 0, other_words = (v->n_other + 31) / 32;
     for (uint32_t i = 0; i < n_unc; i++)
         n_groups += !i || suffix_cmp(v, &u[i - 1], &u[i]) != 0;
     for (uint32_t i = 0; i < v->words; i++)
-        n_plain += (uint32_t)__builtin_popcount(w->bits[i] & plain[i]);
+        n_plain += gr_popcount(w->bits[i]);
     int as_bits = n_plain > v->words;
     size_t plain_words = as_bits ? v->words : n_plain;
     size_t size = sizeof(gr_entry) + (plain_words + other_words) * 4 + (size_t)n_groups * sizeof(gr_group) +
@@ -155,18 +160,13 @@ static gr_entry *make_entry(walk *w, int32_t base)
     p += plain_words * 4;
     e->other_bits = (uint32_t *)p;
     p += (size_t)other_words * 4;
-    for (uint32_t i = 0, k = 0; i < v->words; i++) {
-        uint32_t pl = w->bits[i] & plain[i];
-        if (as_bits)
-            e->bits[i] = pl;
-        else
-            for (; pl; pl &= pl - 1)
+    if (as_bits)
+        memcpy(e->bits, w->bits, v->words * sizeof *e->bits);
+    else
+        for (uint32_t i = 0, k = 0; i < v->words; i++)
+            for (uint32_t pl = w->bits[i]; pl; pl &= pl - 1)
                 e->acc[k++] = i * 32 + (uint32_t)__builtin_ctz(pl);
-        for (uint32_t ot = w->bits[i] & ~plain[i]; ot; ot &= ot - 1) {
-            uint32_t o = v->other_index[i * 32 + (uint32_t)__builtin_ctz(ot)];
-            e->other_bits[o / 32] |= 1u << (o & 31);
-        }
-    }
+    memcpy(e->other_bits, w->other, other_words * sizeof *e->other_bits);
     e->groups = (gr_group *)p;
     e->n_groups = n_groups;
     p += (size_t)n_groups * sizeof(gr_group);
@@ -194,7 +194,8 @@ static gr_entry *compute_entry(const grammar *g, uint32_t q)
     w->fr = dsk_malloc(w->cap_fr * sizeof *w->fr);
     w->slot = dsk_calloc(w->mask + 1, sizeof *w->slot);
     w->bits = dsk_calloc(g->v->words, sizeof *w->bits);
-    if (!w->fr || !w->slot || !w->bits)
+    w->other = dsk_calloc((g->v->n_other + 31) / 32 + 1, sizeof *w->other);
+    if (!w->fr || !w->slot || !w->bits || !w->other)
         goto done;
     w->fr[0] = (wframe){0, 0};
     w->n_fr = 1; /* frame 0 is the state's own rule */
@@ -204,8 +205,6 @@ static gr_entry *compute_entry(const grammar *g, uint32_t q)
         walk_trie(w, q, GR_TRIE_PLAIN, 0, g->v->trie[GR_TRIE_PLAIN].n, 0);
     }
     walk_trie(w, q, GR_TRIE_OTHER, 0, g->v->trie[GR_TRIE_OTHER].n, 0);
-    for (uint32_t i = 0; i < g->v->words; i++)
-        w->n_acc += (uint32_t)__builtin_popcount(w->bits[i]);
     if (!w->failed)
         e = make_entry(w, base);
 done:
@@ -214,6 +213,7 @@ done:
     free(w->fr);
     free(w->slot);
     free(w->bits);
+    free(w->other);
     free(w->unc);
     free(w->tunc);
     free(w);

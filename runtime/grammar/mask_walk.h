@@ -32,8 +32,8 @@ typedef struct {
     uint32_t *slot, mask; /* (ret, up) -> frame + 1 */
     witem items[256][WALK_WIDTH];
     uint8_t n_items[256];
-    uint32_t *bits; /* accepted ids */
-    uint32_t n_acc;
+    uint32_t *bits;  /* accepted plain ids */
+    uint32_t *other; /* accepted non-plain tokens, by vocab.other_index */
     urange *unc; /* uncertain subtrees */
     uint32_t n_unc, cap_unc;
     uent *tunc; /* uncertain tokens walked one by one */

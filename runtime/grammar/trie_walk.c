@@ -117,7 +117,7 @@ void walk_token(walk *w, uint32_t q, int32_t id)
 }
 
 /* Walk nodes [from, to) of trie k (whole subtrees) from state q (with need: only subtrees holding one
- * of those tracked bytes, plain trie), marking the tokens accepted and recording the uncertain subtrees. While
+ * of those tracked bytes, plain trie), marking the tokens accepted (w->bits, w->other) and recording the uncertain subtrees. While
  * the parse is one state of q's own rule that neither calls nor returns (nearly always), the state
  * per depth is a single gid in st[]; otherwise (st[d] == GR_NONE) the set is in items[d]. */
 void walk_trie(walk *w, uint32_t q, int k, uint32_t from, uint32_t to, uint64_t need)
@@ -168,6 +168,14 @@ void walk_trie(walk *w, uint32_t q, int k, uint32_t from, uint32_t to, uint64_t 
             st[d] = nn == 1 && !w->items[d][0].fp ? w->items[d][0].q : GR_NONE;
         }
         int32_t id = tok[i];
+        if (id >= 0 && k == GR_TRIE_OTHER) { /* in node order: no scattered lookups */
+            uint32_t o = t->ord[i];
+            w->other[o / 32] |= 1u << (o & 31);
+            for (id = more[i] ? same[id] : -1; id >= 0; id = same[id]) {
+                o = g->v->other_index[id];
+                w->other[o / 32] |= 1u << (o & 31);
+            }
+        }
         while (id >= 0) {
             bits[(uint32_t)id / 32] |= 1u << (id & 31);
             id = more[i] ? same[id] : -1;

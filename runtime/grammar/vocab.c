@@ -138,6 +138,7 @@ void grammar_vocab_free(grammar_vocab *v)
         free(v->trie[i].tok);
         free(v->trie[i].more);
         free(v->trie[i].below);
+        free(v->trie[i].ord);
     }
     free(v->plain_le);
     free(v->other_ids);
@@ -203,6 +204,17 @@ static int fill(grammar_vocab *v, const dsk_tokenizer *tok)
     for (int32_t id = 0; id < v->size; id++)
         if (v->kind[id] == GR_TOK_OTHER)
             v->other_ids[v->other_index[id]] = id;
+    return 0;
+}
+
+static int other_order(grammar_vocab *v)
+{
+    gr_trie *t = &v->trie[GR_TRIE_OTHER];
+    t->ord = dsk_malloc((t->n + 1) * sizeof *t->ord);
+    if (!t->ord)
+        return -1;
+    for (uint32_t i = 0; i < t->n; i++)
+        t->ord[i] = t->tok[i] >= 0 ? v->other_index[t->tok[i]] : UINT32_MAX;
     return 0;
 }
 
@@ -331,7 +343,7 @@ int grammar_vocab_new(const dsk_tokenizer *tok, int vocab_size, int32_t eos_id, 
     v->dsml = tok_id(tok, DSML_TOKEN);
     if (v->dsml >= 0 && !tok_is_added(tok, v->dsml))
         v->dsml = -1; /* "｜DSML｜" as an ordinary vocabulary entry is text, not the marker */
-    if (fill(v, tok) || build_tries(v) || build_below(v) || build_plain_masks(v)) {
+    if (fill(v, tok) || build_tries(v) || other_order(v) || build_below(v) || build_plain_masks(v)) {
         grammar_vocab_free(v);
         return dsk_err_ctx("building the grammar vocabulary");
     }
