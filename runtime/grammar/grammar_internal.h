@@ -235,7 +235,7 @@ struct grammar {
     uint16_t *rule;     /* [n] */
     uint32_t *row;      /* [n] offset of the state's row in next */
     uint32_t *next;     /* rows of successor gids, 0 = dead (the first GR_NSYM entries are zeros) */
-    uint16_t *cls;      /* [n_rules * GR_NSYM] */
+    uint16_t *cls;      /* [n_rules * GR_NSYM]; a rule's classes are intervals of the symbol line */
     uint32_t *ncls;     /* [n_rules] */
     uint8_t *flags;     /* [n] */
     uint32_t *call_off; /* [n + 1] into calls */

@@ -34,12 +34,15 @@ static int plain_ascii(unsigned b)
     return b >= 0x20 && b < 0x7F && b != '"' && b != '\\';
 }
 
-/* Whether every byte path of seq from x (from byte i on) ends in t. */
+/* Whether every byte path of seq from x (from byte i on) ends in t. A rule's byte classes are
+ * intervals, so a byte range meets a few consecutive classes: visit those, not 64 bytes. */
 static int seq_all(const grammar *g, uint32_t x, const gr_seq *seq, int i, uint32_t t)
 {
+    const uint16_t *cls = g->cls + (size_t)g->rule[x] * GR_NSYM;
+    const uint32_t *row = g->next + g->row[x];
     uint32_t last = GR_NONE;
-    for (unsigned b = seq->lo[i]; b <= seq->hi[i]; b++) {
-        uint32_t y = gr_step(g, x, b);
+    for (uint32_t c = cls[seq->lo[i]]; c <= cls[seq->hi[i]]; c++) {
+        uint32_t y = row[c];
         if (i + 1 == seq->n) {
             if (y != t)
                 return 0;
