@@ -25,6 +25,8 @@ static const bench_entry benches[] = {
                              "PACKDIR: a pack to read, or where to generate one"},
     {"grammar", bench_grammar, "grammar [--tokenizer FILE] [--walks N] [--seed S] [--cpu]: constrained decoding: compile time "
                                "and per-token mask time (p50, p99) along random walks, schemas of growing size"},
+    {"vision", bench_vision, "vision [--model DIR] [--reps N]: image decode + preprocessing time on the CPU for "
+                             "448x448, 1024x768 and 1920x1080 PNG and JPEG images"},
     {"cpu", bench_cpu, "cpu [--model DIR] [--prompt-len N] [--decode N] [--threads N] [--reps N]: the CPU model's "
                        "prefill and decode tok/s (default: the tiny synthetic checkpoint), serial and drafted"},
 };

@@ -310,6 +310,56 @@ static int read_text(const cfg_src *t, model_config *c)
     return 0;
 }
 
+/* The vision tower's fields (vision.md §1.1): HF `vision_config` {num_hidden_layers, hidden_size, ...} or the
+ * inference layout's top-level vision_* names. No vision_config (or 0 layers) is a text-only model; the
+ * other fields then default to the release's values and are not checked against a tower. */
+static int read_vision(const json_t *root, const char *name, model_config *c)
+{
+    const json_t *vc = json_object_get(root, "vision_config");
+    char vname[512];
+    snprintf(vname, sizeof vname, "%s: vision_config", name);
+    cfg_src v = {vc, vname};
+    if (vc && !json_is_null(vc)) {
+        if (!json_is_object(vc))
+            return dsk_err("%s: field 'vision_config' must be an object", name);
+        if (check_str(&v, "model_type", "deepseek_v41_vision", 0))
+            return -1;
+    } else {
+        v.obj = root;
+        v.name = name;
+    }
+    /* the flat layout is read by its vision_* names only: its other names (rope_theta) are the LM's */
+    int hf = vc && !json_is_null(vc);
+#define VNAME(h) (hf ? (h) : NULL)
+    double ratio;
+    int64_t min_pixels;
+    if (get_int_def(&v, VNAME("num_hidden_layers"), "vision_n_layers", 0, 0, MODEL_MAX_LAYERS, &c->vision_n_layers) ||
+        get_int_def(&v, VNAME("hidden_size"), "vision_dim", 1024, 4, 1 << 16, &c->vision_dim) ||
+        get_int_def(&v, VNAME("num_attention_heads"), "vision_n_heads", 16, 1, 1024, &c->vision_n_heads) ||
+        get_int_def(&v, VNAME("intermediate_size"), "vision_inter_dim", 2816, 1, 1 << 18, &c->vision_inter_dim) ||
+        get_int_def(&v, VNAME("patch_size"), "vision_patch_size", 14, 1, 256, &c->vision_patch_size) ||
+        get_int_def(&v, VNAME("downsample_ratio"), "vision_downsample_ratio", 3, 1, 16, &c->vision_downsample_ratio) ||
+        get_int_def(&v, VNAME("max_image_tokens"), "vision_max_n_token", 1024, 4, 1 << 20, &c->vision_max_n_token) ||
+        get_i64(&v, VNAME("min_pixels"), "vision_min_pixels", 1, 295936, 0, INT64_C(1) << 40, &min_pixels) ||
+        get_num(&v, VNAME("max_wh_ratio"), "vision_max_wh_ratio", 1, 0.0, 0.0, 1e6, &ratio) ||
+        get_num(&v, VNAME("rope_theta"), "vision_rope_theta", 1, 10000.0, 1.0, 1e12, &c->vision_rope_theta))
+        return -1;
+#undef VNAME
+    c->vision_min_pixels = min_pixels;
+    c->vision_max_wh_ratio = ratio;
+    if (c->vision_n_layers == 0)
+        return 0;
+    if (c->image_token_id >= c->vocab_size)
+        return dsk_err("%s: image_token_id %d is outside the vocabulary (%d)", name, c->image_token_id,
+                       c->vocab_size);
+    /* 2-D RoPE rotates halves of the head, each half split between the row and the column angles */
+    if (c->vision_dim % c->vision_n_heads || (c->vision_dim / c->vision_n_heads) % 4)
+        return dsk_err("%s: hidden_size (%d) must split into num_attention_heads (%d) heads of a multiple of 4 "
+                       "(2-D RoPE)",
+                       v.name, c->vision_dim, c->vision_n_heads);
+    return 0;
+}
+
 static int in_list(const int *list, int n, int v)
 {
     for (int i = 0; i < n; i++)
@@ -485,7 +535,7 @@ int model_config_parse(const char *json_text, const char *name, model_config *ou
             goto done;
         }
     }
-    if (read_top_level(&top, &c) || read_text(&text, &c))
+    if (read_top_level(&top, &c) || read_text(&text, &c) || read_vision(root, name, &c))
         goto done;
     if (model_config_finish(&c)) {
         dsk_err_ctx("%s", name);

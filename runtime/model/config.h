@@ -107,6 +107,18 @@ typedef struct {
     int dspark_n_routed_experts;    /* 128 */
     int dspark_n_activated_experts; /* 3 */
 
+    /* Vision tower (vision.md §1.1 vision_config, §3): vision_n_layers 0 = a text-only model */
+    int vision_n_layers;         /* num_hidden_layers 32 */
+    int vision_dim;              /* hidden_size 1024 */
+    int vision_n_heads;          /* num_attention_heads 16: head dim vision_dim / heads = 64 */
+    int vision_inter_dim;        /* intermediate_size 2816 (mlp.w1 gives gate and up: 2 × this) */
+    int vision_patch_size;       /* patch_size 14 */
+    int vision_downsample_ratio; /* downsample_ratio 3: r × r patches per aligner cell */
+    int vision_max_n_token;      /* max_image_tokens 1024: positions one image may take */
+    int64_t vision_min_pixels;   /* min_pixels 295936 (544²): smaller images are upscaled to about this */
+    double vision_max_wh_ratio;  /* max_wh_ratio; 0 when null (the release) */
+    double vision_rope_theta;    /* rope_theta 10000 (2-D RoPE) */
+
     /* derived */
     int n_all_layers;                    /* n_layers + n_mtp_layers */
     layer_role roles[MODEL_MAX_LAYERS];  /* per layer, DSpark stages at n_layers.. */

@@ -180,6 +180,40 @@ static void dspark_stage(schema_list *s, const model_config *c, int k)
     }
 }
 
+/* The vision tower, aligner and delimiters (vision.md §4), in the order of §6's weight table. They stay
+ * 16-bit (no EXL3: §4 "seeded EXL3 quants"); the norm weights are fp32 (§3.2) and may be stored bf16. */
+static void vision_tower(schema_list *s, const model_config *c)
+{
+    int64_t D = c->vision_dim, I = c->vision_inter_dim, p = c->vision_patch_size;
+    int64_t cell = D * c->vision_downsample_ratio * c->vision_downsample_ratio;
+    mat(s, TENSOR_BF16, D, 3 * p * p, "", "vision.patch_embed.proj.weight");
+    vec(s, TENSOR_BF16, D, "", "vision.patch_embed.proj.bias");
+    for (int b = 0; b < c->vision_n_layers; b++) {
+        char pre[48];
+        snprintf(pre, sizeof pre, "vision.blocks.%d.", b);
+        schema_tensor *n1 = add(s, TENSOR_F32, 1, D, 0, "%snorm1.weight", pre);
+        mat(s, TENSOR_BF16, 3 * D, D, pre, "attn.wqkv.weight");
+        vec(s, TENSOR_BF16, 3 * D, pre, "attn.wqkv.bias");
+        mat(s, TENSOR_BF16, D, D, pre, "attn.wo.weight");
+        vec(s, TENSOR_BF16, D, pre, "attn.wo.bias");
+        schema_tensor *n2 = add(s, TENSOR_F32, 1, D, 0, "%snorm2.weight", pre);
+        mat(s, TENSOR_BF16, 2 * I, D, pre, "mlp.w1.weight");
+        mat(s, TENSOR_BF16, D, I, pre, "mlp.w2.weight");
+        if (n1 && n2)
+            n1->allow_bf16 = n2->allow_bf16 = 1;
+    }
+    schema_tensor *n = add(s, TENSOR_F32, 1, D, 0, "vision.norm.weight");
+    if (n)
+        n->allow_bf16 = 1;
+    mat(s, TENSOR_BF16, c->dim, cell, "", "aligner.w1.weight");
+    vec(s, TENSOR_BF16, c->dim, "", "aligner.w1.bias");
+    mat(s, TENSOR_BF16, c->dim, c->dim, "", "aligner.w2.weight");
+    vec(s, TENSOR_BF16, c->dim, "", "aligner.w2.bias");
+    vec(s, TENSOR_BF16, c->dim, "", "image_start");
+    vec(s, TENSOR_BF16, c->dim, "", "image_end");
+    vec(s, TENSOR_BF16, c->dim, "", "image_newline");
+}
+
 int model_schema(const model_config *c, schema_tensor **out, int *n_out)
 {
     schema_list s = {0};
@@ -192,6 +226,8 @@ int model_schema(const model_config *c, schema_tensor **out, int *n_out)
         backbone_layer(&s, c, l);
     for (int k = 0; k < c->n_mtp_layers; k++)
         dspark_stage(&s, c, k);
+    if (c->vision_n_layers > 0)
+        vision_tower(&s, c);
     if (s.failed) {
         free(s.t);
         return -1;

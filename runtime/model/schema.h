@@ -31,6 +31,7 @@ typedef struct {
     int64_t shape[3]; /* HF order [out, in] for 16-bit matrices; {in, out} for EXL3; {rows, width} F8 rows */
     int bits;         /* EXL3 bits per weight K (1..8); 0 otherwise */
     int allow_f32;    /* TENSOR_BF16 that may be stored as F32 */
+    int allow_bf16;   /* TENSOR_F32 that may be stored as BF16 (widened exactly on load: the vision norms) */
 } schema_tensor;
 
 /* Every tensor the model loads for config c, in a fixed order (top level, then layers, then DSpark
