@@ -16,6 +16,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
 fi
+# REF's Pillow (13.0) and numpy for tests/vision/check_pillow.py: Debian's python3-pil (9.4) resamples
+# differently, so the test skips itself without Pillow 13. Debian 12 marks its Python externally managed.
+if ! python3 -c 'import sys, numpy, PIL; sys.exit(int(PIL.__version__.split(".")[0]) < 13)' 2>/dev/null; then
+  python3 -m pip install -q --user --break-system-packages 'pillow==13.0.0' numpy
+fi
 if [ ! -f /usr/local/cuda/include/cuda.h ] || [ ! -f /usr/local/cuda/include/nvrtc.h ]; then
   echo "install-deps: the CUDA toolkit (cuda.h, NVRTC) is needed at /usr/local/cuda" >&2
   exit 1

@@ -71,9 +71,8 @@ int vision_plan_for(const model_config *c, int W, int H, vision_plan *o)
         else
             o->fit_w = (int)rint((double)W / H * bh);
     }
-    /* REF's Pillow refuses a zero side (an image of extreme aspect); one pixel is the nearest it can be */
-    o->fit_w = o->fit_w < 1 ? 1 : o->fit_w;
-    o->fit_h = o->fit_h < 1 ? 1 : o->fit_h;
+    /* A side that rounds to 0 (an image of extreme aspect, e.g. 2 x 2192 on a 12-wide canvas) is kept: REF's
+     * contain() then returns an empty image and the canvas stays all grey (checked against Pillow 13). */
     o->off_x = o->fit_w != bw ? (int)rint((bw - o->fit_w) * 0.5) : 0;
     o->off_y = o->fit_w == bw ? (int)rint((bh - o->fit_h) * 0.5) : 0;
     return 0;

@@ -13,19 +13,24 @@ int vision_canvas(const vision_rgb *img, const vision_plan *p, uint8_t **canvas)
 {
     size_t cw = (size_t)p->best_w, ch = (size_t)p->best_h;
     uint8_t *out = dsk_malloc(cw * ch * 3);
-    uint8_t *fit = p->fit_w == p->best_w && p->fit_h == p->best_h ? out : dsk_malloc((size_t)p->fit_w * p->fit_h * 3);
-    if (!out || !fit) {
-        free(out);
+    if (!out)
         return dsk_err_ctx("the canvas of %d x %d", p->best_w, p->best_h);
+    if (p->fit_w == p->best_w && p->fit_h == p->best_h) {
+        if (vision_resize_bicubic(img->rgb, img->width, img->height, out, p->fit_w, p->fit_h)) {
+            free(out);
+            return -1;
+        }
+        *canvas = out;
+        return 0;
     }
-    if (vision_resize_bicubic(img->rgb, img->width, img->height, fit, p->fit_w, p->fit_h)) {
-        if (fit != out)
+    memset(out, PAD_GREY, cw * ch * 3);
+    if (p->fit_w > 0 && p->fit_h > 0) { /* an empty fit (extreme aspect) leaves the canvas grey, as in REF */
+        uint8_t *fit = dsk_malloc((size_t)p->fit_w * p->fit_h * 3);
+        if (!fit || vision_resize_bicubic(img->rgb, img->width, img->height, fit, p->fit_w, p->fit_h)) {
             free(fit);
-        free(out);
-        return -1;
-    }
-    if (fit != out) {
-        memset(out, PAD_GREY, cw * ch * 3);
+            free(out);
+            return dsk_err_ctx("the canvas of %d x %d", p->best_w, p->best_h);
+        }
         for (int y = 0; y < p->fit_h; y++)
             memcpy(out + ((size_t)(y + p->off_y) * cw + p->off_x) * 3, fit + (size_t)y * p->fit_w * 3,
                    (size_t)p->fit_w * 3);

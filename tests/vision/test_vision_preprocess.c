@@ -90,7 +90,7 @@ static void test_plan_invariants(void **state)
         assert_true(p.best_w % ps == 0 && p.best_h % ps == 0 && p.best_w >= ps && p.best_h >= ps);
         assert_true(p.positions <= c->vision_max_n_token);
         assert_int_equal(p.positions, vision_span_positions(3, p.n_vit_h, p.n_vit_w));
-        assert_true(p.fit_w >= 1 && p.fit_h >= 1 && p.off_x + p.fit_w <= p.best_w && p.off_y + p.fit_h <= p.best_h);
+        assert_true(p.fit_w >= 0 && p.fit_h >= 0 && p.off_x + p.fit_w <= p.best_w && p.off_y + p.fit_h <= p.best_h);
         assert_true(p.fit_w == p.best_w || p.fit_h == p.best_h);
         assert_true(p.off_x == 0 || p.off_y == 0);
     }
@@ -235,6 +235,59 @@ static void test_resize_basics(void **state)
     free(dst);
 }
 
+/* The pass order when both axes change (Pillow 13's rule): a tall image losing most of its height runs the
+ * vertical pass first, a shrink of comparable ratios the horizontal one; each two-axis resize must equal
+ * its two one-axis resizes composed in that order (and, on these noise images, differ from the other order). */
+static void test_resize_order(void **state)
+{
+    (void)state;
+    static const int cases[][5] = {{27, 2454, 2, 180, 1}, {120, 90, 100, 10, 1}, {120, 90, 60, 60, 0},
+                                   {20, 12, 40, 24, 0}, {100, 60, 60, 36, 0}};
+    dsk_rng r;
+    dsk_rng_seed(&r, (uint64_t)time(NULL));
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int sw = cases[k][0], sh = cases[k][1], dw = cases[k][2], dh = cases[k][3], vfirst = cases[k][4];
+        uint8_t *src = malloc((size_t)sw * sh * 3), *both = malloc((size_t)dw * dh * 3);
+        uint8_t *mid = malloc((size_t)(sw > dw ? sw : dw) * (sh > dh ? sh : dh) * 3), *two = malloc((size_t)dw * dh * 3);
+        for (size_t i = 0; i < (size_t)sw * sh * 3; i++)
+            src[i] = (uint8_t)dsk_rng_below(&r, 256);
+        assert_ok(vision_resize_bicubic(src, sw, sh, both, dw, dh));
+        if (vfirst) {
+            assert_ok(vision_resize_bicubic(src, sw, sh, mid, sw, dh));
+            assert_ok(vision_resize_bicubic(mid, sw, dh, two, dw, dh));
+        } else {
+            assert_ok(vision_resize_bicubic(src, sw, sh, mid, dw, sh));
+            assert_ok(vision_resize_bicubic(mid, dw, sh, two, dw, dh));
+        }
+        assert_memory_equal(both, two, (size_t)dw * dh * 3);
+        free(src);
+        free(both);
+        free(mid);
+        free(two);
+    }
+}
+
+/* An image so tall that its fitted width rounds to 0 (2 x 2192 on the tiny 12 x 180 canvas): REF's
+ * contain() returns an empty image, so the canvas is all grey. */
+static void test_empty_fit(void **state)
+{
+    (void)state;
+    model_config tiny = vision_config(4, 32, 1024);
+    vision_rgb img = {.width = 2, .height = 2192, .rgb = malloc(2 * 2192 * 3)};
+    memset(img.rgb, 200, 2 * 2192 * 3);
+    vision_plan p;
+    uint8_t *canvas;
+    assert_ok(vision_plan_for(&tiny, img.width, img.height, &p));
+    assert_int_equal(p.best_w, 12);
+    assert_int_equal(p.best_h, 180);
+    assert_int_equal(p.fit_w, 0);
+    assert_ok(vision_canvas(&img, &p, &canvas));
+    for (int i = 0; i < 12 * 180 * 3; i++)
+        assert_int_equal(canvas[i], 127);
+    free(canvas);
+    free(img.rgb);
+}
+
 static void test_no_vision(void **state)
 {
     (void)state;
@@ -250,7 +303,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_worked_examples), cmocka_unit_test(test_plan_invariants),
         cmocka_unit_test(test_golden_images),   cmocka_unit_test(test_normalize),
-        cmocka_unit_test(test_resize_basics),   cmocka_unit_test(test_no_vision),
+        cmocka_unit_test(test_resize_basics), cmocka_unit_test(test_resize_order), cmocka_unit_test(test_empty_fit),   cmocka_unit_test(test_no_vision),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
