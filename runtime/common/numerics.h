@@ -37,6 +37,17 @@ static inline uint16_t f32_to_bf16(float f)
     return (uint16_t)(u >> 16);
 }
 
+/* A double rounded once to bf16 (nearest, ties to even; finite values within bf16's range): going through
+ * fp32 would round twice. The quantum of v's binade (2^(e-7), or the subnormal one) divides v exactly. */
+static inline uint16_t f64_to_bf16(double v)
+{
+    if (v == 0.0 || !isfinite(v))
+        return f32_to_bf16((float)v);
+    int e = ilogb(v) < -126 ? -126 : ilogb(v);
+    double q = ldexp(1.0, e - 7);
+    return f32_to_bf16((float)(nearbyint(v / q) * q));
+}
+
 /* The value f takes after a round trip through bf16. */
 static inline float bf16_round(float f)
 {
