@@ -8,6 +8,7 @@
 #include "runtime/model/config.h"
 #include "runtime/model/engram_layout.h"
 #include "runtime/cpu/linear.h"
+#include "runtime/cpu/vision_tower.h"
 #include "runtime/engram/engram_store.h"
 #include "runtime/engine/xchg.h"
 #include "runtime/weights/safetensors.h"
@@ -33,6 +34,7 @@ typedef struct {
     int n_experts, n_active;              /* E, experts per token */
     const uint16_t *gate;                 /* [E][d] bf16 */
     const float *gate_bias;               /* [E] */
+    const float *gate_bias_vl;            /* [E] in place of gate_bias for image positions (backbone only) */
     cpu_linear sh_w1, sh_w3, sh_w2;     /* shared expert: d -> I, d -> I, I -> d */
     cpu_linear *w1, *w3, *w2;           /* [E] routed experts */
     /* kv source */
@@ -65,6 +67,8 @@ typedef struct {
     const uint16_t *markov_head;  /* [V][markov_rank] bf16 */
     uint16_t *markov_head_t;      /* [markov_rank][V] the same transposed (owned) */
     const uint16_t *confidence;   /* [d + markov_rank] bf16 */
+    vision_weights vision;      /* the tower (cfg.vision_n_layers > 0) */
+    vision_block_weights *vision_blocks; /* [vision_n_layers] (owned) */
     rank_xchg *xchg;            /* tensor parallelism: this rank and its exchanges (rank_xchg_single: tp 1) */
     engram_source eg_src;       /* the checkpoint's Engram tables (pointing into st) */
     engram_store *eg;           /* where their rows come from (host mapping or packed files) */

@@ -56,8 +56,11 @@ static int check_entry(const cpu_model *m, const schema_tensor *e)
         st_dtype dt = g && g->dtype == ST_F32 && e->allow_f32 ? ST_F32 : ST_BF16;
         return st_require(st, e->name, dt, e->ndim, e->shape, &t);
     }
-    case TENSOR_F32:
-        return st_require(st, e->name, ST_F32, e->ndim, e->shape, &t);
+    case TENSOR_F32: {
+        const st_tensor *g = st_get(st, e->name);
+        st_dtype dt = g && g->dtype == ST_BF16 && e->allow_bf16 ? ST_BF16 : ST_F32;
+        return st_require(st, e->name, dt, e->ndim, e->shape, &t);
+    }
     case TENSOR_I32:
         return st_require(st, e->name, ST_I32, e->ndim, e->shape, &t);
     case TENSOR_I64:
@@ -96,6 +99,28 @@ static const uint16_t *get_bf16(cpu_model *m, const char *name)
     return p;
 }
 
+/* An fp32 tensor that may be stored bf16 (the vision norms: REF holds them fp32), widened exactly. */
+static const float *get_f32_wide(cpu_model *m, const char *name)
+{
+    const st_tensor *t = st_get(m->st, name);
+    if (!t) {
+        dsk_err("tensor %s is missing", name);
+        return NULL;
+    }
+    if (t->dtype == ST_F32)
+        return aligned_data(m, t);
+    size_t n = t->nbytes / 2;
+    float *p = dsk_malloc(sizeof *p * (n ? n : 1));
+    if (!p || own(m, p))
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, (const char *)t->data + 2 * i, 2);
+        p[i] = bf16_to_f32(h);
+    }
+    return p;
+}
+
 static const void *get_raw(cpu_model *m, const char *name)
 {
     const st_tensor *t = st_get(m->st, name);
@@ -117,6 +142,39 @@ static int get_linear(cpu_model *m, const char *name, cpu_linear *l)
 {
     memset(l, 0, sizeof *l);
     return exl3_linear_get(m->st, name, &l->q);
+}
+
+/* The vision tower (vision.md §4): 16-bit tensors pointed into, the norms widened to fp32 where stored bf16. */
+static int bind_vision(cpu_model *m)
+{
+    const model_config *c = &m->cfg;
+    vision_weights *w = &m->vision;
+    char nm[160];
+    if (!(m->vision_blocks = dsk_calloc((size_t)c->vision_n_layers, sizeof *m->vision_blocks)))
+        return -1;
+    w->blocks = m->vision_blocks;
+    NEED(w->patch_w = get_raw(m, "vision.patch_embed.proj.weight"));
+    NEED(w->patch_b = get_raw(m, "vision.patch_embed.proj.bias"));
+    for (int b = 0; b < c->vision_n_layers; b++) {
+        vision_block_weights *k = &m->vision_blocks[b];
+        NEED(k->norm1 = get_f32_wide(m, NAME("vision.blocks.%d.norm1.weight", b)));
+        NEED(k->norm2 = get_f32_wide(m, NAME("vision.blocks.%d.norm2.weight", b)));
+        NEED(k->wqkv = get_raw(m, NAME("vision.blocks.%d.attn.wqkv.weight", b)));
+        NEED(k->bqkv = get_raw(m, NAME("vision.blocks.%d.attn.wqkv.bias", b)));
+        NEED(k->wo = get_raw(m, NAME("vision.blocks.%d.attn.wo.weight", b)));
+        NEED(k->bo = get_raw(m, NAME("vision.blocks.%d.attn.wo.bias", b)));
+        NEED(k->w1 = get_raw(m, NAME("vision.blocks.%d.mlp.w1.weight", b)));
+        NEED(k->w2 = get_raw(m, NAME("vision.blocks.%d.mlp.w2.weight", b)));
+    }
+    NEED(w->norm = get_f32_wide(m, "vision.norm.weight"));
+    NEED(w->al_w1 = get_raw(m, "aligner.w1.weight"));
+    NEED(w->al_b1 = get_raw(m, "aligner.w1.bias"));
+    NEED(w->al_w2 = get_raw(m, "aligner.w2.weight"));
+    NEED(w->al_b2 = get_raw(m, "aligner.w2.bias"));
+    NEED(w->start = get_raw(m, "image_start"));
+    NEED(w->end = get_raw(m, "image_end"));
+    NEED(w->newline = get_raw(m, "image_newline"));
+    return 0;
 }
 
 static int bind_block(cpu_model *m, int l, block_weights *b)
@@ -147,6 +205,8 @@ static int bind_block(cpu_model *m, int l, block_weights *b)
     b->n_active = l < c->n_layers ? c->n_activated_experts : c->dspark_n_activated_experts;
     NEED(b->gate = get_bf16(m, NAME("%sffn.gate.weight", p)));
     NEED(b->gate_bias = get_raw(m, NAME("%sffn.gate.bias", p)));
+    if (l < c->n_layers) /* image positions route with it (vision.md §3.8); the drafter's never do */
+        NEED(b->gate_bias_vl = get_raw(m, NAME("%sffn.gate.bias_vl", p)));
     if (get_linear(m, NAME("%sffn.shared_experts.w1", p), &b->sh_w1) ||
         get_linear(m, NAME("%sffn.shared_experts.w3", p), &b->sh_w3) ||
         get_linear(m, NAME("%sffn.shared_experts.w2", p), &b->sh_w2))
@@ -292,6 +352,8 @@ int cpu_model_load(const char *dir, size_t cache_budget, cpu_model **out)
     for (int l = 0; l < c->n_all_layers; l++)
         if (bind_block(m, l, &m->blocks[l]))
             goto fail;
+    if (c->vision_n_layers > 0 && bind_vision(m))
+        goto fail;
     if (c->n_mtp_layers > 0) {
         int last = c->n_mtp_layers - 1;
         if (get_linear(m, "mtp.0.main_proj", &m->main_proj) ||
@@ -340,6 +402,7 @@ void cpu_model_free(cpu_model *m)
     }
     linear_free(&m->head);
     linear_free(&m->main_proj);
+    free(m->vision_blocks);
     for (int i = 0; i < m->n_owned; i++)
         free(m->owned[i]);
     free(m->owned);

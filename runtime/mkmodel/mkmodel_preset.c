@@ -23,6 +23,7 @@ typedef struct {
     int n_engram, engram[MAXL], engram_heads, engram_head_dim, engram_cv;
     int64_t engram_vocab;
     int n_mtp, n_targets, targets[MAXL], markov_rank, dspark_experts, dspark_per_tok;
+    int vision; /* 1: vision.md §5's tiny tower (vision_config); 0: text-only (num_hidden_layers 0) */
 } preset;
 
 /* Full width of §7.2: the release's per-layer sizes, the Engram table cut to engram_vocab_size 10^6
@@ -34,21 +35,30 @@ typedef struct {
     .engram_heads = 8, .engram_head_dim = 256, .engram_cv = 99092, .engram_vocab = 1000000, .n_mtp = 1, \
     .markov_rank = 256, .dspark_experts = 128, .dspark_per_tok = 3
 
+/* model.md §7.1, shared by tiny and tiny-vision (which adds the tower and nothing else: vision.md §5). */
+#define TINY_LM .dim = 128, .n_layers = 8, .n_heads = 8, .head_dim = 128, .rope_dim = 32, .q_lora = 128, .o_groups = 4, \
+   .o_lora = 128, .window = 8, \
+   .n_ratios = 9, .ratios = {0, 0, 2, 2, 1, 1, 1, 1, 0}, \
+   .n_kv = 2, .kv = {2, 4}, .n_idx = 3, .idx = {2, 4, 6}, .cand_source = 4, .cand_blocks = 3, \
+   .cand_block_size = 2, .idx_heads = 4, .idx_head_dim = 128, .idx_topk = 4, \
+   .experts = 8, .experts_per_tok = 3, .inter = 128, \
+   .n_engram = 2, .engram = {1, 2}, .engram_heads = 4, .engram_head_dim = 32, .engram_cv = 1000, \
+   .engram_vocab = 32, \
+   .n_mtp = 1, .n_targets = 3, .targets = {5, 6, 7}, .markov_rank = 128, .dspark_experts = 4, \
+   .dspark_per_tok = 2
+
 static const preset presets[] = {
     {
         .name = "tiny",
         .summary = "model.md §7.1: 8 layers (SWA, SWA, Full r2, Reuse r2, Full r1 + candidates, Reuse, "
                    "Reindex, Reuse), Engram before 1 and 2, one DSpark stage, real vocabulary",
-        .dim = 128, .n_layers = 8, .n_heads = 8, .head_dim = 128, .rope_dim = 32, .q_lora = 128, .o_groups = 4,
-        .o_lora = 128, .window = 8,
-        .n_ratios = 9, .ratios = {0, 0, 2, 2, 1, 1, 1, 1, 0},
-        .n_kv = 2, .kv = {2, 4}, .n_idx = 3, .idx = {2, 4, 6}, .cand_source = 4, .cand_blocks = 3,
-        .cand_block_size = 2, .idx_heads = 4, .idx_head_dim = 128, .idx_topk = 4,
-        .experts = 8, .experts_per_tok = 3, .inter = 128,
-        .n_engram = 2, .engram = {1, 2}, .engram_heads = 4, .engram_head_dim = 32, .engram_cv = 1000,
-        .engram_vocab = 32,
-        .n_mtp = 1, .n_targets = 3, .targets = {5, 6, 7}, .markov_rank = 128, .dspark_experts = 4,
-        .dspark_per_tok = 2,
+        TINY_LM,
+    },
+    {
+        .name = "tiny-vision",
+        .summary = "tiny plus vision.md §5's tower: 2 ViT blocks (dim 64, 4 heads, patch 4), the 3x3 "
+                   "aligner, at most 32 positions an image; vision weights from §6's formula",
+        TINY_LM, .vision = 1,
     },
     {
         .name = "layer-a",
@@ -83,7 +93,7 @@ static const preset *find_preset(const char *name)
 
 const char *mkmodel_preset_names(void)
 {
-    return "tiny, layer-a, layer-b, layer-c";
+    return "tiny, tiny-vision, layer-a, layer-b, layer-c";
 }
 
 const char *mkmodel_preset_summary(const char *name)
@@ -159,6 +169,17 @@ static json_t *text_config(const preset *p)
     return t;
 }
 
+/* vision.md §5 for tiny-vision (max_wh_ratio null as released); num_hidden_layers 0 otherwise. */
+static json_t *vision_config(const preset *p)
+{
+    if (!p->vision)
+        return json_pack("{s:s, s:i}", "model_type", "deepseek_v41_vision", "num_hidden_layers", 0);
+    return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:n, s:f}", "model_type", "deepseek_v41_vision",
+                     "num_hidden_layers", 2, "hidden_size", 64, "num_attention_heads", 4, "intermediate_size", 96,
+                     "patch_size", 4, "downsample_ratio", 3, "max_image_tokens", 32, "min_pixels", 1024,
+                     "max_wh_ratio", "rope_theta", 10000.0);
+}
+
 int mkmodel_preset_config(const char *name, const char *codebook, uint64_t seed, char **json_text)
 {
     const preset *p = find_preset(name);
@@ -168,13 +189,13 @@ int mkmodel_preset_config(const char *name, const char *codebook, uint64_t seed,
     if (!text)
         return dsk_err_ctx("preset %s", name);
     json_t *root = json_pack("{s:[s], s:s, s:i, s:i, s:i, s:i, s:b, s:{s:s, s:s, s:s, s:i}, s:o,"
-                             " s:{s:s, s:i}, s:{s:s, s:I}}",
+                             " s:o, s:{s:s, s:I}}",
                              "architectures", "DeepseekV41ForCausalLM", "model_type", "deepseek_v41",
                              "bos_token_id", 0, "eos_token_id", 1, "pad_token_id", 2, "image_token_id", 129264,
                              "tie_word_embeddings", 0, "quantization_config", "quant_method", "exl3", "version",
                              "dskit-mkmodel", "codebook", codebook, "head_bits", 6, "text_config", text,
-                             "vision_config", "model_type", "deepseek_v41_vision", "num_hidden_layers", 0,
-                             "dskit_synthetic", "preset", name, "seed", (json_int_t)seed);
+                             "vision_config", vision_config(p), "dskit_synthetic", "preset", name, "seed",
+                             (json_int_t)seed);
     if (!root)
         return dsk_err("mkmodel: cannot build config.json of preset %s", name);
     *json_text = json_dumps(root, JSON_INDENT(2));

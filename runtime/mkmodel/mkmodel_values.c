@@ -108,6 +108,7 @@ typedef struct {
     const mkmodel_gen *g;
     const schema_tensor *t;
     double a, b; /* rule parameters */
+    int ordinal; /* V_VISION: the tensor's t of vision.md §6 */
 } fill_ctx;
 
 typedef void (*fill_fn)(fill_ctx *f, void *buf, uint64_t first, size_t count);
@@ -182,6 +183,70 @@ static void fill_f32(fill_ctx *f, void *buf, uint64_t first, size_t count)
     float *p = buf;
     for (size_t i = 0; i < count; i++)
         p[i] = (float)(f->a + f->b * fast_normal(&f->rng));
+}
+
+/* vision.md §6: off + scale · (((i·40503 + 12345 + 7919·t) mod 65536) − 32768) / 32768, exact in double,
+ * rounded once to the stored dtype (a = off, b = scale). */
+static double vision_value(const fill_ctx *f, uint64_t i)
+{
+    int64_t h = (int64_t)((i * 40503u + 12345u + 7919u * (uint64_t)f->ordinal) % 65536u) - 32768;
+    return f->a + f->b * (double)h / 32768.0;
+}
+
+static void fill_vision_bf16(fill_ctx *f, void *buf, uint64_t first, size_t count)
+{
+    uint16_t *p = buf;
+    for (size_t i = 0; i < count; i++)
+        p[i] = f64_to_bf16(vision_value(f, first + i));
+}
+
+static void fill_vision_f32(fill_ctx *f, void *buf, uint64_t first, size_t count)
+{
+    float *p = buf;
+    for (size_t i = 0; i < count; i++)
+        p[i] = (float)vision_value(f, first + i);
+}
+
+/* The vision tower's tensors (schema order = §6's table) get §6's golden formula, so that tiny-vision's
+ * tower is the one REF's golden vectors were computed with. Its ordinal t, scale and offset by name;
+ * 0 when the name is not a vision tensor. */
+static int vision_rule(const schema_tensor *t, int n_blocks, fill_ctx *f)
+{
+    static const struct {
+        const char *name;
+        int t;
+        double scale, off;
+    } top[] = {{"vision.patch_embed.proj.weight", 0, 0.125, 0},  {"vision.patch_embed.proj.bias", 1, 0.0625, 0},
+               {"vision.norm.weight", 2, 0.25, 1},               {"aligner.w1.weight", 3, 1.0 / 32, 0},
+               {"aligner.w1.bias", 4, 0.0625, 0},                {"aligner.w2.weight", 5, 0.0625, 0},
+               {"aligner.w2.bias", 6, 0.0625, 0},                {"image_start", 7, 0.25, 0},
+               {"image_end", 8, 0.25, 0},                        {"image_newline", 9, 0.25, 0}};
+    static const struct {
+        const char *suffix;
+        double scale, off;
+    } blk[8] = {{"norm1.weight", 0.25, 1},    {"attn.wqkv.weight", 0.125, 0}, {"attn.wqkv.bias", 0.0625, 0},
+                {"attn.wo.weight", 0.125, 0}, {"attn.wo.bias", 0.0625, 0},    {"norm2.weight", 0.25, 1},
+                {"mlp.w1.weight", 0.125, 0},  {"mlp.w2.weight", 0.125, 0}};
+    for (size_t k = 0; k < sizeof top / sizeof top[0]; k++)
+        if (!strcmp(t->name, top[k].name)) {
+            /* after the patch embedding (0, 1) and the blocks (8 each) come the final norm, the aligner and
+             * the delimiters */
+            f->ordinal = top[k].t < 2 ? top[k].t : top[k].t + 8 * n_blocks;
+            f->b = top[k].scale;
+            f->a = top[k].off;
+            return 1;
+        }
+    int b, used = 0;
+    if (sscanf(t->name, "vision.blocks.%d.%n", &b, &used) != 1 || !used)
+        return 0;
+    for (int k = 0; k < 8; k++)
+        if (!strcmp(t->name + used, blk[k].suffix)) {
+            f->ordinal = 2 + 8 * b + k;
+            f->b = blk[k].scale;
+            f->a = blk[k].off;
+            return 1;
+        }
+    return 0;
 }
 
 /* mHC base [pre hc][post hc][comb hc×hc]: a·N(0,1), plus 1 on the comb diagonal. */
@@ -341,6 +406,12 @@ static int write_engram_rows(st_writer *w, const mkmodel_gen *g, const schema_te
 
 int mkmodel_write_tensor(st_writer *w, const mkmodel_gen *g, const schema_tensor *t, mkmodel_stats *st)
 {
+    fill_ctx fv = {.g = g, .t = t};
+    if (vision_rule(t, g->cfg->vision_n_layers, &fv)) {
+        st->tensors++;
+        return write_streamed(w, st, t->name, t->kind == TENSOR_BF16 ? ST_BF16 : ST_F32, t->ndim, t->shape,
+                              t->kind == TENSOR_BF16 ? fill_vision_bf16 : fill_vision_f32, &fv);
+    }
     const value_rule *r = find_rule(t);
     if (!r)
         return dsk_err("mkmodel: no value rule for tensor %s (kind %d); add one to runtime/model/mkmodel_values.c",

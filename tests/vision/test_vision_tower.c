@@ -4,7 +4,7 @@
  * the first 8 values); the bf16 path "REF bf16" within the bf16 spread (§6 "How to check"). Also: the span
  * rows against §6's merged-span sums, and properties no golden pins (one patch's change reaches every
  * feature row through attention; the zero-padded cells still carry the biases). */
-#include "tests/common/test_util.h"
+#include "tests/model/model_test_util.h"
 
 #include "runtime/common/error.h"
 #include "runtime/common/numerics.h"
@@ -243,8 +243,44 @@ static void test_reach(void **state)
     golden_weights_free(&g);
 }
 
+/* `dskit mkmodel --preset tiny-vision` writes §6's tower (its config §5, its weights §6's formula, the norms
+ * fp32): the loaded checkpoint's tower gives the same bits as the formula's, in both precisions. */
+static void test_checkpoint(void **state)
+{
+    (void)state;
+    cpu_model *m = model_test_make("tiny-vision", 7);
+    assert_non_null(m);
+    model_config c = tiny_config();
+    const model_config *mc = &m->cfg;
+    assert_int_equal(mc->vision_n_layers, 2);
+    assert_int_equal(mc->vision_dim, c.vision_dim);
+    assert_int_equal(mc->vision_patch_size, c.vision_patch_size);
+    assert_int_equal(mc->vision_max_n_token, c.vision_max_n_token);
+    assert_true(mc->vision_min_pixels == c.vision_min_pixels && mc->vision_max_wh_ratio == 0.0);
+    assert_int_equal(mc->dim, LM_DIM);
+    golden_weights g;
+    golden_weights_make(&g, &c);
+    vision_image img;
+    golden_image(mc, 100, 60, &img);
+    int nh = img.plan.n_vit_h, nw = img.plan.n_vit_w, L = img.plan.n_llm_h * img.plan.n_llm_w;
+    float *a = malloc(sizeof(float) * L * LM_DIM), *b = malloc(sizeof(float) * L * LM_DIM);
+    for (int prec = 0; prec < 2; prec++) {
+        assert_ok(vision_tower_run(mc, &m->vision, (vision_precision)prec, img.patches, nh, nw, a, NULL));
+        assert_ok(vision_tower_run(&c, &g.w, (vision_precision)prec, img.patches, nh, nw, b, NULL));
+        assert_memory_equal(a, b, sizeof(float) * L * LM_DIM);
+    }
+    for (int l = 0; l < mc->n_layers; l++)
+        assert_non_null(m->blocks[l].gate_bias_vl);
+    free(a);
+    free(b);
+    vision_image_free(&img);
+    golden_weights_free(&g);
+    model_test_cleanup(m);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_golden), cmocka_unit_test(test_reach)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_golden), cmocka_unit_test(test_reach),
+                                       cmocka_unit_test(test_checkpoint)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
