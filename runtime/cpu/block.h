@@ -13,8 +13,10 @@ typedef struct {
     fwd_call f;
 } fwd_ctx;
 
-/* (X, π) ← Block_l(X, π) for n rows: X [n][hc][d] bf16 streams, π [n][hc] the previous block's ffn pre. */
-int block_forward(const cpu_model *m, int l, uint16_t *X, float *pi, int n, attention_fn attn, void *ctx);
+/* (X, π) ← Block_l(X, π) for n rows: X [n][hc][d] bf16 streams, π [n][hc] the previous block's ffn pre.
+ * image (may be NULL: all text) marks the rows of image spans, which route with bias_vl. */
+int block_forward(const cpu_model *m, int l, uint16_t *X, float *pi, int n, const uint8_t *image, attention_fn attn,
+                  void *ctx);
 /* X ← hc copies of each token's embedding, π ← one-hot. Fails on an id outside the vocabulary. */
 int embed_rows(const cpu_model *m, const int32_t *tokens, int n, uint16_t *X, float *pi);
 /* logits [n][V] = head(norm(hc_pre(X, π))) in fp32; u_out (may be NULL) gets the bf16 hc_pre output. */

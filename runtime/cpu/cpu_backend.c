@@ -153,6 +153,7 @@ static int cpu_commit(void *impl, int seq, int64_t old_len, int64_t len)
     cpu_seq *s = sl->s;
     if (len < old_len) {
         s->len = len;
+        cpu_seq_drop_images(s, len);
         if (s->draft_len > len)
             s->draft_len = len;
         return 0;
@@ -195,7 +196,14 @@ static int cpu_draft_(void *impl, const engine_draft_req *req, int n, int32_t *d
     return 0;
 }
 
-static const engine_backend_ops cpu_ops = {cpu_close, cpu_seq_open_, cpu_seq_close_, cpu_step, cpu_commit, cpu_draft_};
+static int cpu_image(void *impl, int seq, int64_t pos, const engine_image *img)
+{
+    cpu_backend *b = impl;
+    return cpu_seq_image(b->m, b->slots[seq].s, pos, img->patches, img->n_vit_h, img->n_vit_w);
+}
+
+static const engine_backend_ops cpu_ops = {cpu_close,  cpu_seq_open_, cpu_seq_close_, cpu_step,
+                                           cpu_commit, cpu_draft_,    cpu_image};
 
 int cpu_backend_open(const engine_backend_args *a, void **impl, const engine_backend_ops **ops)
 {

@@ -114,12 +114,27 @@ typedef struct {
     uint16_t **dwin;    /* [stage][ring][hd] DSpark main-KV rings */
     int64_t draft_len;  /* positions whose main KV is in the DSpark rings */
     uint16_t *m_last;   /* [d] DSpark m = main_norm(main_proj(H)) at draft_len - 1 */
+    struct cpu_span *spans; /* image spans placed at positions (cpu_seq_image) */
+    int n_spans;
 } cpu_seq;
+
+/* One image's LM input rows at positions [pos, pos + n) (vision.md §3.8). */
+typedef struct cpu_span {
+    int64_t pos, n;
+    uint16_t *rows; /* [n][dim] bf16 */
+} cpu_span;
 
 int cpu_seq_new(const cpu_model *m, int64_t cap, cpu_seq **out);
 /* Rows a sequence may roll back: a whole verify window (t0 + dspark_block_size drafts), at least 8. */
 int cpu_rollback_spare(const model_config *c);
 void cpu_seq_free(cpu_seq *s);
+
+/* Run the tower on one image's patches [n_vit_h·n_vit_w][3p²] (bf16, REF's rounding points) and place its
+ * span at positions [pos, pos + span) of s: a forward then gives those rows the span's embeddings, bias_vl
+ * routing and no Engram. Spans may not overlap. */
+int cpu_seq_image(const cpu_model *m, cpu_seq *s, int64_t pos, const uint16_t *patches, int n_vit_h, int n_vit_w);
+/* Drop the spans that start at or after pos (a roll back below them). */
+void cpu_seq_drop_images(cpu_seq *s, int64_t pos);
 
 /* Run rows tokens[0..n) at positions s->len .. s->len + n - 1: their KV, compressed rows and index keys
  * enter the state (s->len is not advanced: commit with s->len += accepted). logits (may be NULL) gets

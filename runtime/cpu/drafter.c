@@ -125,7 +125,7 @@ int cpu_draft(const cpu_model *m, cpu_seq *s, int32_t t0, draft_sampler sample, 
     if (embed_rows(m, ids, B, X, pi))
         goto done;
     for (int k = 0; k < c->n_mtp_layers; k++)
-        if (block_forward(m, c->n_layers + k, X, pi, B, draft_attention, &dc))
+        if (block_forward(m, c->n_layers + k, X, pi, B, NULL, draft_attention, &dc))
             goto done;
     if (head_rows(m, X, pi, B, m->mtp_norm, logits, u))
         goto done;

@@ -16,7 +16,7 @@ static void record_row(const model_config *c, const uint8_t *rec, uint16_t *out)
         out[i] = f32_to_bf16(e4m3_to_f32(rec[i]) * e8m0_to_f32(sc[i / 32]));
 }
 
-int engram_rows(const cpu_model *m, int l, int n, const uint8_t *records, uint16_t *X)
+int engram_rows(const cpu_model *m, int l, int n, const uint8_t *records, const uint8_t *image, uint16_t *X)
 {
     const model_config *c = &m->cfg;
     const block_weights *b = &m->blocks[l];
@@ -33,6 +33,8 @@ int engram_rows(const cpu_model *m, int l, int n, const uint8_t *records, uint16
         goto done;
     const float inv_sqrt_d = (float)(1.0 / sqrt((double)d));
     for (int i = 0; i < n; i++) {
+        if (image && image[i])
+            continue;
         const uint16_t *value = kv + (int64_t)i * kvw + (int64_t)hc * d;
         for (int ch = 0; ch < hc; ch++) {
             uint16_t *x = X + ((int64_t)i * hc + ch) * d;

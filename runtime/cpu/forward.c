@@ -3,6 +3,7 @@
 #include "runtime/common/error.h"
 #include "runtime/common/numerics.h"
 #include "runtime/cpu/block.h"
+#include "runtime/model/vision_span.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,10 +79,13 @@ void cpu_seq_free(cpu_seq *s)
     free(s->tokens);
     free(s->cids);
     free(s->m_last);
+    cpu_seq_drop_images(s, 0);
+    free(s->spans);
     free(s);
 }
 
-int block_forward(const cpu_model *m, int l, uint16_t *X, float *pi, int n, attention_fn attn, void *ctx)
+int block_forward(const cpu_model *m, int l, uint16_t *X, float *pi, int n, const uint8_t *image, attention_fn attn,
+                  void *ctx)
 {
     const model_config *c = &m->cfg;
     const block_weights *b = &m->blocks[l];
@@ -111,7 +115,7 @@ int block_forward(const cpu_model *m, int l, uint16_t *X, float *pi, int n, atte
     for (int i = 0; i < n; i++)
         hc_pre(x1 + i * sd, ka[i].pre, hc, d, a + (int64_t)i * d);
     ref_rmsnorm_bf16(a, b->ffn_norm, a, n, d, c->norm_eps);
-    if (moe_rows(m, b, a, n, y))
+    if (moe_rows(m, b, a, n, image, y))
         goto done;
     for (int i = 0; i < n; i++) {
         hc_mixes(c, b->hc_fn[1], b->hc_base[1], b->hc_scale[1], x1 + i * sd, &kf);
@@ -127,6 +131,58 @@ done:
     free(y);
     free(x1);
     return rc;
+}
+
+int cpu_seq_image(const cpu_model *m, cpu_seq *s, int64_t pos, const uint16_t *patches, int n_vit_h, int n_vit_w)
+{
+    const model_config *c = &m->cfg;
+    int r = c->vision_downsample_ratio, d = c->dim;
+    if (c->vision_n_layers <= 0)
+        return dsk_err("the model has no vision tower: it takes no images");
+    int64_t n = vision_span_positions(r, n_vit_h, n_vit_w), L = (int64_t)vision_cells(n_vit_h, r) * vision_cells(n_vit_w, r);
+    if (pos < 0 || pos + n > s->cap)
+        return dsk_err("an image span of %lld positions at %lld does not fit the sequence's %lld", (long long)n,
+                       (long long)pos, (long long)s->cap);
+    for (int i = 0; i < s->n_spans; i++)
+        if (pos < s->spans[i].pos + s->spans[i].n && s->spans[i].pos < pos + n)
+            return dsk_err("an image span at %lld..%lld overlaps the one at %lld..%lld", (long long)pos,
+                           (long long)(pos + n), (long long)s->spans[i].pos,
+                           (long long)(s->spans[i].pos + s->spans[i].n));
+    float *feat = dsk_malloc(sizeof(float) * (size_t)L * d);
+    uint16_t *rows = dsk_malloc(sizeof(uint16_t) * (size_t)n * d);
+    cpu_span *sp = dsk_realloc(s->spans, sizeof *sp * (size_t)(s->n_spans + 1));
+    if (sp)
+        s->spans = sp;
+    if (!feat || !rows || !sp || vision_tower_run(c, &m->vision, VISION_BF16, patches, n_vit_h, n_vit_w, feat, NULL)) {
+        free(feat);
+        free(rows);
+        return -1;
+    }
+    vision_span_rows(c, &m->vision, feat, n_vit_h, n_vit_w, rows);
+    free(feat);
+    s->spans[s->n_spans++] = (cpu_span){pos, n, rows};
+    return 0;
+}
+
+void cpu_seq_drop_images(cpu_seq *s, int64_t pos)
+{
+    int k = 0;
+    for (int i = 0; i < s->n_spans; i++) {
+        if (s->spans[i].pos >= pos)
+            free(s->spans[i].rows);
+        else
+            s->spans[k++] = s->spans[i];
+    }
+    s->n_spans = k;
+}
+
+/* The span row of position p, or NULL when p is text. */
+static const uint16_t *span_row(const cpu_model *m, const cpu_seq *s, int64_t p)
+{
+    for (int i = 0; i < s->n_spans; i++)
+        if (p >= s->spans[i].pos && p < s->spans[i].pos + s->spans[i].n)
+            return s->spans[i].rows + (p - s->spans[i].pos) * m->cfg.dim;
+    return NULL;
 }
 
 int embed_rows(const cpu_model *m, const int32_t *tokens, int n, uint16_t *X, float *pi)
@@ -239,12 +295,21 @@ int cpu_forward(const cpu_model *m, cpu_seq *s, const int32_t *tokens, int n, in
     char eg_msg[512] = "";
     uint16_t *X = dsk_malloc(sizeof(uint16_t) * (size_t)n * sd);
     float *pi = dsk_malloc(sizeof(float) * (size_t)n * hc);
+    uint8_t *image = s->n_spans ? dsk_calloc((size_t)n, 1) : NULL;
     int rc = -1;
-    if (!X || !pi || embed_rows(m, tokens, n, X, pi))
+    if (!X || !pi || (s->n_spans && !image) || embed_rows(m, tokens, n, X, pi))
         goto done;
     for (int i = 0; i < n; i++) {
         s->tokens[pos0 + i] = tokens[i];
         s->cids[pos0 + i] = m->token_map ? m->token_map[tokens[i]] : 0;
+        /* an image position: its span row in every stream, and dead to Engram's n-grams (vision.md §3.8) */
+        const uint16_t *row = s->n_spans ? span_row(m, s, pos0 + i) : NULL;
+        if (!row)
+            continue;
+        image[i] = 1;
+        s->cids[pos0 + i] = ENGRAM_DEAD;
+        for (int ch = 0; ch < hc; ch++)
+            memcpy(X + i * sd + (int64_t)ch * d, row, sizeof(uint16_t) * d);
     }
     /* every Engram row the call needs is asked for now; each layer waits for its own just before it runs */
     if (c->n_engram_layers > 0 && engram_begin(m, s, pos0, n, &eg))
@@ -261,7 +326,7 @@ int cpu_forward(const cpu_model *m, cpu_seq *s, const int32_t *tokens, int n, in
             }
             if (eg_failed)
                 memset(eg.rec[r->engram], 0, (size_t)n * model_engram_cols(c) * engram_record_bytes(c->engram_head_dim));
-            if (engram_rows(m, l, n, eg.rec[r->engram], X))
+            if (engram_rows(m, l, n, eg.rec[r->engram], image, X))
                 goto done;
         }
         if (r->dspark_tap >= 0 && taps)
@@ -272,7 +337,7 @@ int cpu_forward(const cpu_model *m, cpu_seq *s, const int32_t *tokens, int n, in
                         acc += bf16_to_f32(X[i * sd + (int64_t)ch * d + k]);
                     taps[((int64_t)i * c->n_dspark_targets + r->dspark_tap) * d + k] = f32_to_bf16(acc / (float)hc);
                 }
-        if (block_forward(m, l, X, pi, n, backbone_attention, &fc)) {
+        if (block_forward(m, l, X, pi, n, image, backbone_attention, &fc)) {
             dsk_err_ctx("layer %d", l);
             goto done;
         }
@@ -291,5 +356,6 @@ done:
     engram_end(&eg);
     free(X);
     free(pi);
+    free(image);
     return rc;
 }

@@ -51,10 +51,13 @@ int attn_window_keys(const model_config *c, const block_weights *b, const uint16
 int attn_output(const cpu_model *m, const block_weights *b, uint16_t *o, int n, const float *rope, uint16_t *out);
 /* Attention of backbone layer l over the rows of a call (window + compressed rows, model.md §3.5). */
 int attention_layer(const cpu_model *m, cpu_seq *s, fwd_call *f, int l, const uint16_t *xn, uint16_t *out);
-/* MoE of one block over n rows of ffn_norm output: out bf16 [n][d]. */
-int moe_rows(const cpu_model *m, const block_weights *b, const uint16_t *x, int n, uint16_t *out);
-/* Engram before layer l for the call's rows from their table records ([n][cols] records of the rows
+/* MoE of one block over n rows of ffn_norm output: out bf16 [n][d]. Rows marked in image (may be NULL) select
+ * their experts with gate_bias_vl in place of gate_bias (vision.md §3.8). */
+int moe_rows(const cpu_model *m, const block_weights *b, const uint16_t *x, int n, const uint8_t *image,
+             uint16_t *out);
+/* Engram before layer l for the call's rows (rows marked in image, which may be NULL, are skipped: an image
+ * position's gate is 0, vision.md §3.8) from their table records ([n][cols] records of the rows
  * engram_hash gives, in that order): updates the streams X [n][hc][d] in place. */
-int engram_rows(const cpu_model *m, int l, int n, const uint8_t *records, uint16_t *X);
+int engram_rows(const cpu_model *m, int l, int n, const uint8_t *records, const uint8_t *image, uint16_t *X);
 
 #endif

@@ -37,7 +37,8 @@ done:
     return rc;
 }
 
-int moe_rows(const cpu_model *m, const block_weights *b, const uint16_t *x, int n, uint16_t *out)
+int moe_rows(const cpu_model *m, const block_weights *b, const uint16_t *x, int n, const uint8_t *image,
+             uint16_t *out)
 {
     const model_config *c = &m->cfg;
     int d = c->dim, E = b->n_experts, K = b->n_active;
@@ -55,7 +56,8 @@ int moe_rows(const cpu_model *m, const block_weights *b, const uint16_t *x, int 
     }
     ref_rowmm_bf16(x, b->gate, logits, n, d, E);
     for (int i = 0; i < n; i++) {
-        moe_route(c->route_scale, b->n_experts, b->n_active, b->gate_bias, logits + (int64_t)i * E,
+        const float *bias = image && image[i] && b->gate_bias_vl ? b->gate_bias_vl : b->gate_bias;
+        moe_route(c->route_scale, b->n_experts, b->n_active, bias, logits + (int64_t)i * E,
                   ids + (int64_t)i * K, wts + (int64_t)i * K);
         for (int j = 0; m->expert_hits && j < K; j++)
             m->expert_hits[(b - m->blocks) * 4096 + ids[(int64_t)i * K + j]]++;

@@ -18,6 +18,9 @@ typedef struct {
     /* committed length from old_len to len (either way; engine.c checked the rollback window) */
     int (*commit)(void *impl, int seq, int64_t old_len, int64_t len);
     int (*draft)(void *impl, const engine_draft_req *req, int n, int32_t *drafts, float *conf);
+    /* an image span at pos (engine.c checked the position, the reservation and overlaps); a commit below pos
+     * drops it (the commit op is told old_len and len) */
+    int (*image)(void *impl, int seq, int64_t pos, const engine_image *img);
 } engine_backend_ops;
 
 /* What a backend's open gets: the options, the id mask of the tokenizer ((vocab + 31) / 32 words, owned

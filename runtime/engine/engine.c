@@ -2,6 +2,7 @@
  * (positions follow the committed length, context and pool limits, the rollback window). */
 #include "runtime/engine/backend.h"
 #include "runtime/common/error.h"
+#include "runtime/model/vision_span.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 #include <stdio.h>
@@ -17,6 +18,8 @@ typedef struct {
     int64_t ran;     /* end of what has run and may still be committed: len .. ran */
     int64_t hi;      /* one past the highest position ever run (what the window rings have seen) */
     int broken;      /* a failed step left more uncommitted rows than can be rolled back */
+    int64_t (*spans)[2]; /* image spans placed: [first position, count] */
+    int n_spans;
 } seq_slot;
 
 struct engine {
@@ -176,12 +179,64 @@ void engine_seq_close(engine *e, int seq)
         return;
     e->ops->seq_close(e->impl, seq);
     e->pool_used -= s->reserve;
+    free(s->spans);
     memset(s, 0, sizeof *s);
 }
 
 int64_t engine_seq_len(const engine *e, int seq)
 {
     return seq >= 0 && seq < e->info.max_seqs && e->seqs[seq].open ? e->seqs[seq].len : -1;
+}
+
+int engine_seq_image(engine *e, int seq, int64_t pos, const engine_image *img, int64_t *span_out)
+{
+    seq_slot *s = slot(e, seq);
+    const model_config *c = e->info.cfg;
+    if (!s)
+        return -1;
+    if (c->vision_n_layers <= 0)
+        return dsk_err("sequence %d: this model has no vision tower (vision_config.num_hidden_layers is 0); it "
+                       "takes no images",
+                       seq);
+    if (!img || !img->patches || img->n_vit_h < 1 || img->n_vit_w < 1)
+        return dsk_err("sequence %d: an image without patches", seq);
+    int64_t n = vision_span_positions(c->vision_downsample_ratio, img->n_vit_h, img->n_vit_w);
+    if (n > c->vision_max_n_token)
+        return dsk_err("sequence %d: a %d x %d patch grid makes %lld positions, more than the model's %d", seq,
+                       img->n_vit_h, img->n_vit_w, (long long)n, c->vision_max_n_token);
+    if (pos < s->len)
+        return dsk_err("sequence %d: an image at position %lld, before its committed length %lld", seq,
+                       (long long)pos, (long long)s->len);
+    if (pos + n > s->reserve)
+        return dsk_err("context limit: sequence %d: an image of %lld positions at %lld passes its limit %lld", seq,
+                       (long long)n, (long long)pos, (long long)s->reserve);
+    for (int i = 0; i < s->n_spans; i++)
+        if (pos < s->spans[i][0] + s->spans[i][1] && s->spans[i][0] < pos + n)
+            return dsk_err("sequence %d: an image at %lld..%lld overlaps the one at %lld..%lld", seq, (long long)pos,
+                           (long long)(pos + n), (long long)s->spans[i][0], (long long)(s->spans[i][0] + s->spans[i][1]));
+    int64_t(*sp)[2] = dsk_realloc(s->spans, sizeof *sp * (size_t)(s->n_spans + 1));
+    if (!sp)
+        return -1;
+    s->spans = sp;
+    if (e->ops->image(e->impl, seq, pos, img))
+        return dsk_err_ctx("sequence %d: the image at position %lld", seq, (long long)pos);
+    s->spans[s->n_spans][0] = pos;
+    s->spans[s->n_spans][1] = n;
+    s->n_spans++;
+    if (s->ran > pos) /* rows that ran there as text may not be accepted */
+        s->ran = pos;
+    if (span_out)
+        *span_out = n;
+    return 0;
+}
+
+/* Whether position p of s is in an image span. */
+static int in_span(const seq_slot *s, int64_t p)
+{
+    for (int i = 0; i < s->n_spans; i++)
+        if (p >= s->spans[i][0] && p < s->spans[i][0] + s->spans[i][1])
+            return 1;
+    return 0;
 }
 
 static int check_row(const engine *e, const engine_row *r, int i)
@@ -222,6 +277,10 @@ int engine_step(engine *e, const engine_row *rows, int n, engine_out *out)
                                rows[j].seq, (long long)(s->len + (j - i)));
             if (check_row(e, &rows[j], j))
                 return -1;
+            if (s->n_spans && in_span(s, rows[j].pos) && rows[j].token != e->info.cfg->image_token_id)
+                return dsk_err("row %d: position %lld of sequence %d is in an image span, whose rows carry "
+                               "image_token_id %d, not %d",
+                               j, (long long)rows[j].pos, rows[j].seq, e->info.cfg->image_token_id, rows[j].token);
         }
         if (s->len + (j - i) > s->reserve)
             return dsk_err("context limit: sequence %d holds %lld positions, %d more asked, its limit is %lld",
@@ -260,8 +319,16 @@ int engine_commit(engine *e, int seq, int64_t len)
                        seq, (long long)len, (long long)s->hi, (long long)(s->hi - len), e->info.max_rollback);
     if (len != s->len && e->ops->commit(e->impl, seq, s->len, len))
         return -1;
-    if (len < s->len)
+    if (len < s->len) {
         s->ran = len; /* rolled-back rows cannot be accepted again */
+        int k = 0;    /* and the spans that start past the new end are gone (the backend drops them too) */
+        for (int i = 0; i < s->n_spans; i++)
+            if (s->spans[i][0] < len) {
+                s->spans[k][0] = s->spans[i][0];
+                s->spans[k++][1] = s->spans[i][1];
+            }
+        s->n_spans = k;
+    }
     s->len = len;
     return 0;
 }

@@ -72,6 +72,24 @@ void engine_seq_close(engine *e, int seq);
 /* Committed positions. */
 int64_t engine_seq_len(const engine *e, int seq);
 
+/* One image for a sequence (vision.md §1.3, §3.8): runtime/vision's preprocessed patches. The server and
+ * `dskit run` make one from a data URL or a file with vision_data_url / vision_decode / vision_preprocess. */
+typedef struct {
+    const uint16_t *patches; /* [n_vit_h·n_vit_w][3·vision_patch_size²] bf16 */
+    int n_vit_h, n_vit_w;    /* the patch grid of its plan */
+    uint64_t key;            /* xxh64 of the image file's bytes: the span's identity for prompt reuse (two images
+                                share every token id of their spans, never their key) */
+} engine_image;
+
+/* Place an image's span at positions [pos, pos + span) of a sequence, span = n_llm_h·(n_llm_w + 1) + 2
+ * (*span_out, may be NULL). The backend runs the tower now. pos must be at or past the committed length
+ * (rows run there earlier can no longer be accepted), the span must fit the reservation and overlap no
+ * other span, and the model must have a vision tower. Rows at the span's positions must carry
+ * image_token_id (engine_step refuses others); the backend gives them the span's rows as their input,
+ * bias_vl in expert selection, and no Engram. A commit that rolls back below a span's first position
+ * drops the span. */
+int engine_seq_image(engine *e, int seq, int64_t pos, const engine_image *img, int64_t *span_out);
+
 /* One row of a step. Rows of one sequence are consecutive in the array, at consecutive positions from
  * the sequence's committed length; a sequence appears once per step. */
 typedef struct {

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { PLAN_SHUTDOWN = 0, PLAN_SEQ_OPEN, PLAN_SEQ_CLOSE, PLAN_STEP, PLAN_COMMIT, PLAN_DRAFT };
+enum { PLAN_SHUTDOWN = 0, PLAN_SEQ_OPEN, PLAN_SEQ_CLOSE, PLAN_STEP, PLAN_COMMIT, PLAN_DRAFT, PLAN_IMAGE };
 
 /* DSKIT_RANK_FAULT (tests only, docs/ranks.md): "R:open" fails rank R's open, "R:step:N" fails its N-th step
  * (as a rank-local error such as an Engram read would), "R:exit:N" makes it exit at its N-th step,
@@ -32,6 +32,7 @@ typedef struct {
     void *impl;
     int vocab;
     int draft_block;
+    const model_config *cfg;
     int follower;
     int a_peer; /* across hosts: this backend opened the group (a follower's own command did not) */
     rank_fault fault;
@@ -198,7 +199,54 @@ static int tp_draft(void *impl, const engine_draft_req *req, int n, int32_t *dra
     return agree(t, t->ops->draft(t->impl, req, n, drafts, conf));
 }
 
-static const engine_backend_ops tp_ops = {tp_close, tp_seq_open, tp_seq_close, tp_step, tp_commit, tp_draft};
+/* An image: its patches cross the channel and every rank runs the whole tower on them (vision.md §3.8: the
+ * tower is replicated; the same code on the same bits gives every rank the same span rows). */
+typedef struct {
+    int32_t seq, n_vit_h, n_vit_w, patch_values; /* patch_values: 3·patch² */
+    int64_t pos;
+    uint64_t key;
+} image_head;
+
+static int tp_image(void *impl, int seq, int64_t pos, const engine_image *img)
+{
+    tp_backend *t = impl;
+    const model_config *c = t->cfg;
+    image_head h = {seq, img->n_vit_h, img->n_vit_w, 3 * c->vision_patch_size * c->vision_patch_size, pos, img->key};
+    size_t pb = sizeof(uint16_t) * (size_t)img->n_vit_h * img->n_vit_w * h.patch_values;
+    unsigned char *msg = dsk_malloc(sizeof h + pb);
+    if (!msg)
+        return -1;
+    memcpy(msg, &h, sizeof h);
+    memcpy(msg + sizeof h, img->patches, pb);
+    int rc = rank_plan_send(t->g, PLAN_IMAGE, msg, sizeof h + pb);
+    free(msg);
+    if (rc)
+        return -1;
+    return agree(t, t->ops->image(t->impl, seq, pos, img));
+}
+
+static int follow_image(tp_backend *t, const unsigned char *msg, size_t bytes)
+{
+    image_head h;
+    if (bytes < sizeof h)
+        return agree(t, dsk_err("an image plan of %zu bytes has no header", bytes));
+    memcpy(&h, msg, sizeof h);
+    if (h.n_vit_h < 1 || h.n_vit_w < 1 || h.patch_values < 1 ||
+        bytes != sizeof h + sizeof(uint16_t) * (size_t)h.n_vit_h * h.n_vit_w * h.patch_values)
+        return agree(t, dsk_err("an image plan of %zu bytes does not hold a %d x %d patch grid", bytes, h.n_vit_h,
+                                h.n_vit_w));
+    uint16_t *patches = dsk_malloc(bytes - sizeof h); /* aligned for the tower's reads */
+    if (!patches)
+        return agree(t, -1);
+    memcpy(patches, msg + sizeof h, bytes - sizeof h);
+    engine_image img = {patches, h.n_vit_h, h.n_vit_w, h.key};
+    int rc = agree(t, t->ops->image(t->impl, h.seq, h.pos, &img));
+    free(patches);
+    return rc;
+}
+
+static const engine_backend_ops tp_ops = {tp_close, tp_seq_open, tp_seq_close, tp_step,
+                                          tp_commit, tp_draft, tp_image};
 
 int tp_settings(const engine_opts *o, char *buf, size_t cap)
 {
@@ -251,7 +299,7 @@ static char **follower_argv(const engine_opts *o)
     return v;
 }
 
-static const engine_backend_ops follower_ops = {tp_close, NULL, NULL, NULL, NULL, NULL};
+static const engine_backend_ops follower_ops = {tp_close, NULL, NULL, NULL, NULL, NULL, NULL};
 
 int tp_backend_open(const engine_backend_args *a, void **impl, const engine_backend_ops **ops)
 {
@@ -311,6 +359,7 @@ int tp_backend_open(const engine_backend_args *a, void **impl, const engine_back
         return -1;
     }
     t->vocab = a->info->cfg->vocab_size;
+    t->cfg = a->info->cfg;
     t->draft_block = a->info->draft_block;
     *impl = t;
     *ops = t->follower ? &follower_ops : &tp_ops;
@@ -383,6 +432,9 @@ int tp_backend_follow(void *impl)
         }
         case PLAN_STEP:
             rc = follow_step(&t, m, bytes);
+            break;
+        case PLAN_IMAGE:
+            rc = follow_image(&t, m, bytes);
             break;
         case PLAN_COMMIT: {
             struct {
