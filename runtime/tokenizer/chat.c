@@ -224,8 +224,29 @@ static int build_turns(const json_t *messages, conversation *c)
 
 /* ---- rendering ---- */
 
-/* A message's content as text: a string, null, or a list of text parts joined by blank lines. */
-static int content_text(dsml_prompt *p, const json_t *content, size_t index)
+/* An image_url part (OpenAI: {"type": "image_url", "image_url": {"url": URL, "detail": ...}}): its marker and
+ * its URL; the URL is read later (vision.md §1.1: data URLs only), "detail" is ignored. */
+static int image_part(dsml_prompt *p, const json_t *part, size_t index, size_t i)
+{
+    const json_t *iu = json_object_get(part, "image_url");
+    const json_t *url = json_is_object(iu) ? json_object_get(iu, "url") : iu;
+    if (!json_is_string(url) || !json_string_length(url))
+        return dsk_err("messages[%zu].content[%zu]: an image_url part needs image_url.url (a data: URL)", index, i);
+    if (p->n_images == p->images_cap) {
+        size_t cap = p->images_cap ? 2 * p->images_cap : 4;
+        dsml_image *v = dsk_realloc(p->images, sizeof *v * cap);
+        if (!v)
+            return -1;
+        p->images = v;
+        p->images_cap = cap;
+    }
+    p->images[p->n_images++] = (dsml_image){json_string_value(url), json_string_length(url), index, i};
+    return dsml_mark(p, DSML_IMAGE);
+}
+
+/* A message's content as text: a string, null, or a list of parts joined by blank lines: text parts, and
+ * image_url parts where images are accepted (user messages and tool results). */
+static int content_text(dsml_prompt *p, const json_t *content, size_t index, int images)
 {
     if (!content || json_is_null(content))
         return 0;
@@ -238,8 +259,17 @@ static int content_text(dsml_prompt *p, const json_t *content, size_t index)
     json_array_foreach(content, i, part) {
         const char *type = json_string_value(json_object_get(part, "type"));
         const json_t *text = json_object_get(part, "text");
+        if (type && !strcmp(type, "image_url")) {
+            if (!images)
+                return dsk_err("messages[%zu].content[%zu]: image parts are accepted in user messages and tool "
+                               "results only",
+                               index, i);
+            if ((written++ && dsml_text(p, "\n\n", 2)) || image_part(p, part, index, i))
+                return -1;
+            continue;
+        }
         if (!type || strcmp(type, "text") || !json_is_string(text))
-            return dsk_err("messages[%zu].content[%zu]: part type '%s' is not supported (text only)",
+            return dsk_err("messages[%zu].content[%zu]: part type '%s' is not supported (text and image_url)",
                            index, i, type ? type : "?");
         if (!json_string_length(text))
             continue;
@@ -255,7 +285,7 @@ static int result_text(dsml_prompt *p, const json_t *content, size_t index)
 {
     if (content && !json_is_string(content) && !json_is_array(content) && !json_is_null(content))
         return pyjson_dump(&p->text, content);
-    return content_text(p, content, index);
+    return content_text(p, content, index, 1);
 }
 
 static int text_str(dsml_prompt *p, const char *s)
@@ -267,7 +297,7 @@ static int render_system(dsml_prompt *p, const conversation *c, const turn *t, s
 {
     if (idx > 0 && dsml_mark(p, DSML_SYSTEM))
         return -1;
-    if (t->msg && content_text(p, json_object_get(t->msg, "content"), t->index))
+    if (t->msg && content_text(p, json_object_get(t->msg, "content"), t->index, 0))
         return -1;
     if (t->carries_tools && c->tools && (text_str(p, "\n\n") || dsml_render_tools(p, c->tools)))
         return -1;
@@ -289,7 +319,7 @@ static int render_user(dsml_prompt *p, const turn *t)
             return -1;
         if (b->is_result ? text_str(p, "<tool_result>") || result_text(p, b->content, b->index) ||
                                text_str(p, "</tool_result>")
-                         : content_text(p, b->content, b->index))
+                         : content_text(p, b->content, b->index, 1))
             return -1;
     }
     return 0;
@@ -307,7 +337,7 @@ static int render_assistant(dsml_prompt *p, const conversation *c, const turn *t
             dsml_mark(p, DSML_END_THINK))
             return -1;
     }
-    if (content_text(p, json_object_get(t->msg, "content"), t->index))
+    if (content_text(p, json_object_get(t->msg, "content"), t->index, 0))
         return -1;
     const json_t *calls = json_object_get(t->msg, "tool_calls");
     if (calls && !json_is_null(calls) && json_array_size(calls)) {
@@ -344,7 +374,7 @@ static int render(const conversation *c, dsml_prompt *p)
             rc = render_user(p, t);
             break;
         case R_REMINDER:
-            rc = dsml_mark(p, DSML_REMINDER) || content_text(p, json_object_get(t->msg, "content"), t->index);
+            rc = dsml_mark(p, DSML_REMINDER) || content_text(p, json_object_get(t->msg, "content"), t->index, 0);
             break;
         default:
             rc = render_assistant(p, c, t, i, last_user);
@@ -394,7 +424,14 @@ int chat_encode(const dsk_tokenizer *tok, const json_t *request, unsigned flags,
         return -1;
     int rc = -1;
     const char *text = p.text.data;
+    if (p.n_images && !(out->images = dsk_calloc(p.n_images, sizeof *out->images)))
+        goto done;
     if (flags & CHAT_SPECIALS_IN_TEXT) {
+        if (p.n_images) {
+            rc = dsk_err("messages[%zu].content[%zu]: image parts need control tokens by id, not matched in text",
+                         p.images[0].message, p.images[0].part);
+            goto done;
+        }
         rc = tok_encode_append(tok, text, p.text.len, TOK_SPECIAL, &out->ids);
         goto done;
     }
@@ -403,6 +440,14 @@ int chat_encode(const dsk_tokenizer *tok, const json_t *request, unsigned flags,
         char name[64];
         const dsml_span *m = &p.markers[i];
         snprintf(name, sizeof name, "%.*s", (int)m->len, text + m->off);
+        if (!strcmp(name, DSML_IMAGE)) { /* markers come only from the renderer: text cannot make one */
+            const dsml_image *im = &p.images[out->n_images];
+            if (tok_encode_append(tok, text + run, m->off - run, 0, &out->ids))
+                goto done;
+            out->images[out->n_images++] = (chat_image){out->ids.len, im->url, im->url_len, im->message, im->part};
+            run = m->off + m->len;
+            continue;
+        }
         int32_t id = tok_id(tok, name);
         if (id < 0)
             continue; /* not a token of this tokenizer: it stays in the text */
@@ -422,4 +467,7 @@ done:
 void chat_prompt_free(chat_prompt *p)
 {
     tok_ids_free(&p->ids);
+    free(p->images);
+    p->images = NULL;
+    p->n_images = 0;
 }

@@ -12,8 +12,19 @@
 #include "runtime/tokenizer/dsml.h"
 #include "runtime/tokenizer/tokenizer.h"
 
+/* An image part of the request (vision.md §1.3), in prompt order: its span of image_token_id goes before
+ * ids[at] (chat_encode leaves no id of its own there). */
+typedef struct {
+    size_t at;
+    const char *url; /* image_url.url, pointing into the request */
+    size_t url_len;
+    size_t message, part; /* where it was: messages[message].content[part] */
+} chat_image;
+
 typedef struct {
     tok_ids ids;  /* the prompt, BOS first */
+    chat_image *images; /* [n_images] image parts (user messages and tool results only) */
+    size_t n_images;
     int thinking; /* the prompt ends with <think>: the reply starts with reasoning (dsml_parser_init) */
     int thinking_mode; /* thinking mode was requested */
 } chat_prompt;

@@ -33,6 +33,7 @@ void dsml_prompt_free(dsml_prompt *p)
 {
     dsk_buf_free(&p->text);
     free(p->markers);
+    free(p->images);
     *p = (dsml_prompt){0};
 }
 

@@ -25,16 +25,28 @@
 #define DSML_THINK "<think>"
 #define DSML_END_THINK "</think>"
 #define DSML_TOKEN "｜DSML｜"
+/* An image part's place (vision.md §1.3). Not a token of the V3 tokenizer: chat_encode turns the marker
+ * into nothing but the image's position, and the caller puts the model's image_token_id span there. */
+#define DSML_IMAGE "<｜deepseek_image｜>"
 
 /* A rendered prompt: its text, and the spans of it that are control tokens ("markers"). */
 typedef struct {
     size_t off, len;
 } dsml_span;
 
+/* An image_url part: its URL (pointing into the request) and where it was. */
+typedef struct {
+    const char *url;
+    size_t url_len;
+    size_t message, part;
+} dsml_image;
+
 typedef struct {
     dsk_buf text;
     dsml_span *markers; /* [n_markers] in text order */
     size_t n_markers, cap;
+    dsml_image *images; /* [n_images] in prompt order, each with a DSML_IMAGE marker */
+    size_t n_images, images_cap;
 } dsml_prompt;
 
 int dsml_text(dsml_prompt *p, const char *s, size_t len);

@@ -297,6 +297,60 @@ static void test_request_errors(void **state)
                 "thinking");
 }
 
+/* Image parts (vision.md §1.3): rendered in part order with "\n\n" between parts as one marker; encoded as
+ * no id, the image's place recorded (its span goes there); accepted in user messages and tool results
+ * only; the placeholder typed as text is text, not an image. */
+static void test_images(void **state)
+{
+    (void)state;
+    const char *req_text =
+        "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"What is this?\"},"
+        " {\"type\": \"image_url\", \"image_url\": {\"url\": \"data:image/png;base64,AAAA\", \"detail\": \"high\"}},"
+        " {\"type\": \"text\", \"text\": \"And <｜deepseek_image｜>?\"}]}]}";
+    json_t *req = json_loads(req_text, 0, NULL);
+    assert_non_null(req);
+    dsml_prompt p;
+    chat_prompt info;
+    assert_ok(chat_render(req, &p, &info));
+    const char *want = "What is this?\n\n" DSML_IMAGE "\n\nAnd " DSML_IMAGE "?";
+    const char *at = memmem(p.text.data, p.text.len, want, strlen(want));
+    assert_non_null(at);
+    assert_int_equal(p.n_images, 1);
+    chat_prompt got;
+    assert_ok(chat_encode(real_tok, req, 0, &got));
+    assert_int_equal(got.n_images, 1);
+    assert_int_equal(got.images[0].message, 0);
+    assert_int_equal(got.images[0].part, 1);
+    assert_true(got.images[0].url_len == strlen("data:image/png;base64,AAAA") &&
+                !memcmp(got.images[0].url, "data:image/png;base64,AAAA", got.images[0].url_len));
+    /* the ids are the text before the marker, then the text after it, each encoded on its own */
+    size_t split = (size_t)(at - p.text.data) + strlen("What is this?\n\n");
+    int32_t *a, *b;
+    size_t na, nb;
+    assert_ok(tok_encode(real_tok, p.text.data, split, 0, &a, &na));
+    assert_ok(tok_encode(real_tok, p.text.data + split + strlen(DSML_IMAGE), p.text.len - split - strlen(DSML_IMAGE),
+                         0, &b, &nb));
+    /* the marker-as-ids encoding of the prefix puts control tokens by id; compare lengths and the tail */
+    assert_int_equal(got.images[0].at + nb, got.ids.len);
+    assert_memory_equal(got.ids.data + got.images[0].at, b, nb * sizeof *b);
+    assert_int_equal(got.images[0].at, na);
+    free(a);
+    free(b);
+    chat_prompt_free(&got);
+    chat_prompt raw;
+    assert_int_equal(chat_encode(real_tok, req, CHAT_SPECIALS_IN_TEXT, &raw), -1);
+    dsml_prompt_free(&p);
+    json_decref(req);
+    check_error("{\"messages\": [{\"role\": \"system\", \"content\": [{\"type\": \"image_url\", \"image_url\":"
+                " {\"url\": \"data:,\"}}]}, {\"role\": \"user\", \"content\": \"x\"}]}",
+                "messages[0].content[0]: image parts are accepted in user messages and tool results only");
+    check_error("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": \"assistant\", \"content\":"
+                " [{\"type\": \"image_url\", \"image_url\": {\"url\": \"data:,\"}}]}]}",
+                "messages[1].content[0]");
+    check_error("{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\", \"image_url\": {}}]}]}",
+                "image_url.url");
+}
+
 /* Control-token strings in message text are plain text by default; with CHAT_SPECIALS_IN_TEXT
  * they are matched, as the reference's encode-the-string does. */
 static void test_specials_in_text(void **state)
@@ -528,7 +582,7 @@ int main(void)
         cmocka_unit_test(test_tools),             cmocka_unit_test(test_request_errors),
         cmocka_unit_test(test_specials_in_text),  cmocka_unit_test(test_parse_replies),
         cmocka_unit_test(test_malformed_dsml),    cmocka_unit_test(test_render_parse_round_trip),
-        cmocka_unit_test(test_pyjson),
+        cmocka_unit_test(test_pyjson),            cmocka_unit_test(test_images),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
