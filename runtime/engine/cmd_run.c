@@ -3,6 +3,7 @@
 #include "runtime/cli.h"
 #include "runtime/common/error.h"
 #include "runtime/engine/generate.h"
+#include "runtime/engine/image_input.h"
 #include "runtime/model/config.h"
 #include "runtime/tokenizer/tokenizer.h"
 
@@ -15,6 +16,7 @@ static const char usage_text[] =
     "usage: dskit run --backend cpu --model DIR (--prompt TEXT | --prompt-ids \"1 2 3\") [--max-tokens N]\n"
     "                 [--temperature T] [--seed S] [--draft] [--dump-logits FILE] [--threads N] [--cache-mb N]\n"
     "                 [--print-ids] [--engram host|nvme:DIR] [--tp N [--rank R --peer HOST:PORT]]\n"
+    "                 [--image FILE|data:URL]...\n"
     "  --prompt TEXT       tokenized with DIR/tokenizer.json, BOS first\n"
     "  --prompt-ids IDS    token ids instead of text\n"
     "  --max-tokens N      new tokens at most (default 64); generation also stops at EOS\n"
@@ -29,7 +31,11 @@ static const char usage_text[] =
     "                      across hosts (--tp 2): rank 0 listens on HOST:PORT, rank 1 (started there with the same\n"
     "                      --model and options, no prompt) connects and follows until rank 0 ends\n"
     "  --rank-timeout S    how long ranks wait for each other to start or connect (default 30)\n"
-    "  --print-ids         print the generated ids instead of text\n";
+    "  --print-ids         print the generated ids instead of text\n"
+    "  --image SRC         an image (PNG or JPEG file, or a data: URL; repeatable, at most 16): its span of\n"
+    "                      image positions goes after BOS, before the prompt, in the order given\n";
+
+enum { MAX_IMAGES = 16 };
 
 typedef struct {
     const char *backend, *model_dir, *prompt, *prompt_ids, *dump, *engram, *peer;
@@ -37,6 +43,8 @@ typedef struct {
     double temperature;
     uint64_t seed;
     int draft, print_ids;
+    const char *images[MAX_IMAGES];
+    int n_images;
 } run_opts;
 
 static int parse(int argc, char **argv, run_opts *o)
@@ -69,6 +77,11 @@ static int parse(int argc, char **argv, run_opts *o)
             o->engram = v;
         else if (!strcmp(a, "--peer"))
             o->peer = v;
+        else if (!strcmp(a, "--image")) {
+            if (o->n_images == MAX_IMAGES)
+                return dsk_err("--image: at most %d images", MAX_IMAGES);
+            o->images[o->n_images++] = v;
+        }
         else if (!strcmp(a, "--rank-timeout")) {
             if (cli_parse_int(a, v, 1, 3600, &o->rank_timeout))
                 return -1;
@@ -105,8 +118,8 @@ static int parse(int argc, char **argv, run_opts *o)
     if ((o->rank > 0 || o->peer) && (!o->peer || o->tp < 2))
         return dsk_err("--rank and --peer go together, with --tp 2");
     if (o->rank > 0) {
-        if (o->prompt || o->prompt_ids)
-            return dsk_err("--rank %ld follows rank 0: it takes no prompt", o->rank);
+        if (o->prompt || o->prompt_ids || o->n_images)
+            return dsk_err("--rank %ld follows rank 0: it takes no prompt and no images", o->rank);
         return 0;
     }
     if (!o->prompt == !o->prompt_ids)
@@ -188,7 +201,11 @@ int cmd_run(int argc, char **argv)
     engine *e = NULL;
     dsk_tokenizer *tok = NULL;
     int32_t *ids = NULL, *out = NULL;
-    int n_ids = 0, rc = 2;
+    int n_ids = 0, rc = 2, n_loaded = 0;
+    vision_image imgs[MAX_IMAGES];
+    uint64_t keys[MAX_IMAGES];
+    size_t at[MAX_IMAGES];
+    engine_prompt ep = {0};
     FILE *dump = NULL;
     out_ctx oc = {.print_ids = o.print_ids, .first = 1};
     char path[4200];
@@ -223,6 +240,21 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "dskit run: %s\n", dsk_err_msg());
         goto done;
     }
+    const model_config *cfg = engine_get_info(e)->cfg;
+    for (int k = 0; k < o.n_images; k++) {
+        if (engine_image_load(cfg, o.images[k], strlen(o.images[k]), 1, 0, &imgs[k], &keys[k])) {
+            fprintf(stderr, "dskit run: --image %.200s: %s\n", o.images[k], dsk_err_msg());
+            goto done;
+        }
+        n_loaded++;
+        at[k] = 1; /* after BOS */
+        fprintf(stderr, "image %d: %d x %d patches, %lld positions\n", k, imgs[k].plan.n_vit_w, imgs[k].plan.n_vit_h,
+                (long long)imgs[k].plan.positions);
+    }
+    if (o.n_images && engine_prompt_images(cfg, ids, (size_t)n_ids, at, imgs, keys, o.n_images, &ep)) {
+        fprintf(stderr, "dskit run: %s\n", dsk_err_msg());
+        goto done;
+    }
     if (o.dump && !(dump = fopen(o.dump, "wb"))) {
         fprintf(stderr, "dskit run: cannot write %s\n", o.dump);
         goto done;
@@ -232,10 +264,11 @@ int cmd_run(int argc, char **argv)
     out = dsk_malloc(sizeof(int32_t) * (size_t)o.max_tokens);
     gen_opts g = {.max_tokens = (int)o.max_tokens,
                   .sp = {.temperature = (float)o.temperature, .top_p = 1.0f, .seed = o.seed},
-                  .draft = o.draft, .stop_at_eos = 1, .dump_logits = dump, .on_token = on_token, .ctx = &oc};
+                  .draft = o.draft, .stop_at_eos = 1, .dump_logits = dump, .on_token = on_token, .ctx = &oc,
+                  .images = ep.images, .image_pos = ep.pos, .n_images = ep.n_images};
     gen_stats st;
     rc = 1;
-    if (!out || engine_generate(e, ids, n_ids, &g, out, &st)) {
+    if (!out || engine_generate(e, o.n_images ? ep.ids : ids, o.n_images ? ep.n_ids : n_ids, &g, out, &st)) {
         fprintf(stderr, "\ndskit run: %s\n", dsk_err_msg());
         goto done;
     }
@@ -264,6 +297,9 @@ done:
     if (dump)
         fclose(dump);
     dsk_buf_free(&oc.buf);
+    for (int k = 0; k < n_loaded; k++)
+        vision_image_free(&imgs[k]);
+    engine_prompt_free(&ep);
     free(ids);
     free(out);
     tok_free(tok);

@@ -91,6 +91,9 @@ int engine_generate(engine *e, const int32_t *prompt, int n_prompt, const gen_op
     }
     if (engine_seq_open(e, reserve, o->draft ? ENGINE_SEQ_DRAFT : 0, &g.seq))
         goto done;
+    for (int k = 0; k < o->n_images; k++)
+        if (engine_seq_image(e, g.seq, o->image_pos[k], &o->images[k], NULL))
+            goto done;
     double t0 = dsk_now();
     int32_t tok = -1;
     if (prefill(&g, prompt, n_prompt, &tok))

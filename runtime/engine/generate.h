@@ -16,6 +16,11 @@ typedef struct {
     int stop_at_eos;    /* stop after emitting eos_token_id */
     int prefill_chunk;  /* rows per prefill step (0: the engine's max_rows) */
     FILE *dump_logits;  /* if set: the fp32 logits row that chose each token (little-endian) */
+    /* image spans of the prompt (engine_seq_image before the prefill): images[k]'s span starts at prompt
+     * position image_pos[k], where the prompt holds image_token_id (engine_prompt_images builds both) */
+    const engine_image *images;
+    const int64_t *image_pos;
+    int n_images;
     /* called with each new token as soon as it is chosen (may be NULL); nonzero stops with an error */
     int (*on_token)(int32_t token, void *ctx);
     void *ctx;
