@@ -1,5 +1,5 @@
 /* `dskit run --image` end to end on tiny-vision: a PNG file, the same bytes as a data URL and a JPEG each
- * give a run that repeats bit for bit and differs from the run without the image; two ranks (--tp 2) take
+ * give a run that repeats bit for bit and differs from the run without the image, drafted == serial; two ranks (--tp 2) take
  * the image too; an http URL, a broken file and a text-only model are refused with a clear message. */
 #include "tests/model/model_test_util.h"
 
@@ -113,6 +113,9 @@ static void test_runs(void **state)
     assert_int_equal(run(dir, opt, a2, sizeof a2, err, sizeof err), 0);
     assert_string_equal(a, a2);
     assert_string_not_equal(a, none);
+    snprintf(opt, sizeof opt, "--draft --image %s", png); /* the drafter's rings see the span's streams too */
+    assert_int_equal(run(dir, opt, a2, sizeof a2, err, sizeof err), 0);
+    assert_string_equal(a, a2);
     snprintf(opt, sizeof opt, "--image '%s'", data_url);
     assert_int_equal(run(dir, opt, url, sizeof url, err, sizeof err), 0);
     assert_string_equal(url, a);
