@@ -39,15 +39,11 @@ __device__ __forceinline__ void idx_mma_bf16(float d[4], const u32 a[4], u32 b0,
 
 __device__ __forceinline__ u32 bf2_bits(__nv_bfloat162 v)
 {
-    u32 u;
-    memcpy(&u, &v, 4);
-    return u;
+    return (u32)__bfloat16_as_ushort(v.x) | (u32)__bfloat16_as_ushort(v.y) << 16;
 }
 __device__ __forceinline__ __nv_bfloat162 bits_bf2(u32 u)
 {
-    __nv_bfloat162 v;
-    memcpy(&v, &u, 4);
-    return v;
+    return __halves2bfloat162(__ushort_as_bfloat16((u16)(u & 0xffff)), __ushort_as_bfloat16((u16)(u >> 16)));
 }
 
 // Whether any block of keys [j0, j1) is set in the row's candidate bitmap.

@@ -159,7 +159,7 @@ DSK_KERNEL void __launch_bounds__(P_T)
                     dk = dok ? umax(dk, key) : dk;
                     vk = vok ? umax(vk, key) : vk;
                     mine[i] = vok ? key : 0ull;
-                    if (kcap > 0)
+                    if (kcap > 0 && zk) /* no z without candidates: such rows draw -2 */
                         zr[v] = dok ? __fdiv_rn(l, tcl) : QNAN;
                 }
             }

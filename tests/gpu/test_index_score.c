@@ -3,7 +3,9 @@
  * keys and reach, 0 and 1 included); candidate bitmaps (Reindex layers). −∞ exactly where the reference
  * has it, relative L2 over the rest (the bf16 rounding points of the dot, the product and the sum turn
  * the mma's other fp32 order into whole-bf16-ulp differences on a few scores), and every row equal to
- * the row launched alone, on another grid, bit for bit. Bad arguments are refused. */
+ * the row launched alone, on another grid, bit for bit. The queries and keys are FP4-QDQ'd as the model's
+ * (e2m1 values times a power of two per 32 dims: their dots are exact in fp32 in any order, so these
+ * scores equal the CPU's bit for bit), and general bf16 in a few cases. Bad arguments are refused. */
 #include "runtime/common/error.h"
 #include "runtime/common/numerics.h"
 #include "runtime/common/rng.h"
@@ -23,6 +25,7 @@ typedef struct {
     int nh, rows, N;
     int seqs;      /* rows are spread over this many sequences (1: one sequence, causal reach) */
     int block;     /* candidate block size, 0: no candidates */
+    int generic;   /* general bf16 q and keys instead of FP4-QDQ'd ones (whose dots are exact in fp32) */
 } is_case;
 
 /* Index-key-like bf16 values: FP4 e2m1 grid values times a power-of-two scale per 32 dims (the keys and
@@ -63,8 +66,13 @@ static void run_case(gpu_ctx *c, dsk_rng *r, const is_case *tc)
     uint16_t *keys = xmalloc(sizeof(uint16_t) * (size_t)pool * IHD);
     uint16_t *q = xmalloc(sizeof(uint16_t) * (size_t)rows * nh * IHD);
     float *w = xmalloc(sizeof(float) * (size_t)rows * nh);
-    fill_fp4ish(r, keys, (size_t)pool);
-    fill_fp4ish(r, q, (size_t)rows * nh);
+    if (tc->generic) {
+        fill_bf16(r, keys, (int)pool, IHD, 1.0f);
+        fill_bf16(r, q, rows * nh, IHD, 1.0f);
+    } else {
+        fill_fp4ish(r, keys, (size_t)pool);
+        fill_fp4ish(r, q, (size_t)rows * nh);
+    }
     for (int i = 0; i < rows * nh; i++) /* bf16(weights_proj x) / 64, as the CPU scales them */
         w[i] = bf16_round(bf16_round(2.0f * dsk_rng_normal(r)) * (1.0f / 64.0f));
     int nb = tc->block ? (N + tc->block - 1) / tc->block : 0, ldc = ((nb + 31) / 32 + 4) & ~3; /* 16-byte rows */
@@ -146,7 +154,8 @@ static void run_case(gpu_ctx *c, dsk_rng *r, const is_case *tc)
         dev_free(r1);
     }
     char shape[96];
-    snprintf(shape, sizeof shape, "%s: nh %d, rows %d, N %d%s", tc->what, nh, rows, N, tc->block ? ", cand" : "");
+    snprintf(shape, sizeof shape, "%s: nh %d, rows %d, N %d%s%s", tc->what, nh, rows, N, tc->block ? ", cand" : "",
+             tc->generic ? ", bf16" : "");
     check(c, inf_bad == 0 && e <= 1e-3 && alone_bad == 0, "index_score", shape,
           "rel L2 %.2e over %zu scores (%.3f%% off > 2^-7), -inf mismatches %zu, alone != batched %d of %d", e, finite,
           finite ? 100.0 * (double)far / (double)finite : 0.0, inf_bad, alone_bad, checked);
@@ -206,11 +215,12 @@ void test_index_score(gpu_ctx *c)
 {
     dsk_rng r = fresh_rng(0x1d5c);
     const is_case cases[] = {
-        {"decode", 32, 1, 4096, 1, 0},        {"decode", 32, 2, 1000, 2, 0},      {"decode, 7 seqs", 32, 7, 777, 7, 0},
-        {"verify window", 32, 16, 2048, 1, 0}, {"batch", 32, 64, 1024, 9, 0},      {"prompt chunk", 32, 512, 1536, 1, 0},
-        {"long row", 32, 1, 65536 + 17, 1, 0}, {"reindex", 32, 7, 3000, 7, 8},     {"reindex", 32, 16, 4096, 1, 8},
-        {"tiny decode", 4, 1, 300, 1, 0},      {"tiny", 4, 7, 129, 3, 0},          {"tiny verify", 4, 16, 64, 1, 0},
-        {"tiny batch", 4, 64, 200, 20, 0},     {"tiny prompt", 4, 300, 300, 1, 0}, {"tiny reindex", 4, 7, 100, 7, 2},
+        {"decode", 32, 1, 4096, 1, 0, 0},        {"decode", 32, 2, 1000, 2, 0, 0},      {"decode, 7 seqs", 32, 7, 777, 7, 0, 0},
+        {"verify window", 32, 16, 2048, 1, 0, 0}, {"batch", 32, 64, 1024, 9, 0, 0},      {"prompt chunk", 32, 512, 1536, 1, 0, 0},
+        {"long row", 32, 1, 65536 + 17, 1, 0, 0}, {"reindex", 32, 7, 3000, 7, 8, 0},     {"reindex", 32, 16, 4096, 1, 8, 0},
+        {"tiny decode", 4, 1, 300, 1, 0, 0},      {"tiny", 4, 7, 129, 3, 0, 0},          {"tiny verify", 4, 16, 64, 1, 0, 0},
+        {"tiny batch", 4, 64, 200, 20, 0, 0},     {"tiny prompt", 4, 300, 300, 1, 0, 0}, {"tiny reindex", 4, 7, 100, 7, 2, 0},
+        {"decode", 32, 7, 2000, 7, 0, 1},      {"verify window", 32, 16, 1024, 1, 8, 1}, {"tiny", 4, 16, 500, 4, 0, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(c, &r, &cases[i]);

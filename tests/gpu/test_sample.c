@@ -3,7 +3,8 @@
  * drawable, more than 1024 ids), top log-probabilities. Greedy draws must equal the CPU's always; a
  * sampled draw may differ only at a near-tie (the Gumbel keys of the two tokens within 1e-5, CUDA's expf
  * and logf being an ulp from glibc's, or one of them at the top_p cut with the mass there within 1e-5 of
- * the threshold); such flips are counted and reported. Log-probabilities within 2e-4, the top ids exact.
+ * the threshold); such flips are counted and reported. Log-probabilities within 1e-4 of the exact value
+ * (double) and 2e-3 of the CPU's (whose sequential fp32 sum over the vocabulary drifts), the top ids exact.
  * Every row equals the row launched alone; a launch without candidates draws the same for the rows that
  * do not truncate and -2 for those that do. Bad arguments are refused. */
 #include "runtime/common/numerics.h"
@@ -175,7 +176,7 @@ static void run_case(gpu_ctx *c, dsk_rng *r, int rows, const uint32_t *vocab, co
     dev_download(tl, dtl, 4 * (size_t)rows * SAMPLE_TOP_LOGPROBS);
     uint32_t *mask = xmalloc(4 * WORDS);
     int flips = 0, bad_greedy = 0, unexplained = 0, lp_bad = 0, top_bad = 0, alone_bad = 0, none_bad = 0;
-    double worst_lp = 0;
+    double worst_lp = 0, worst_cpu = 0;
     for (int i = 0; i < rows; i++) {
         const float *l = lg + (size_t)i * ldl;
         const uint32_t *m = vocab;
@@ -206,13 +207,27 @@ static void run_case(gpu_ctx *c, dsk_rng *r, int rows, const uint32_t *vocab, co
             float rlp, rtl[SAMPLE_MAX_TOP_LOGPROBS];
             int32_t rti[SAMPLE_MAX_TOP_LOGPROBS];
             sample_logprobs(l, NV, vocab, tok[i], n, &rlp, rti, rtl);
-            double d = rlp == lp[i] ? 0.0 : fabs((double)lp[i] - rlp); /* −∞ == −∞ when nothing is drawn */
+            /* the exact log-sum-exp (double): the GPU's tree sums within 1e-4 of it; the CPU's sequential
+             * fp32 sum over 128K terms drifts further, up to ~1e-3 */
+            double mx = -INFINITY, sum = 0;
+            for (int v = 0; v < NV; v++)
+                if (sample_allowed(vocab, v))
+                    mx = l[v] > mx ? l[v] : mx;
+            for (int v = 0; v < NV; v++)
+                if (sample_allowed(vocab, v))
+                    sum += exp((double)l[v] - mx);
+            double lse = mx + log(sum);
+            double want_lp = tok[i] >= 0 && sample_allowed(vocab, tok[i]) ? l[tok[i]] - lse : -INFINITY;
+            double d = want_lp == lp[i] ? 0.0 : fabs((double)lp[i] - want_lp); /* −∞ == −∞: nothing drawn */
+            double dc = rlp == lp[i] ? 0.0 : fabs((double)lp[i] - rlp);
             worst_lp = d > worst_lp ? d : worst_lp;
-            lp_bad += !(d <= 2e-4);
+            worst_cpu = dc > worst_cpu ? dc : worst_cpu;
+            lp_bad += !(d <= 1e-4) || !(dc <= 2e-3);
             for (int t = 0; t < n; t++) {
-                top_bad += ti[(size_t)i * SAMPLE_TOP_LOGPROBS + t] != rti[t];
+                int32_t id = ti[(size_t)i * SAMPLE_TOP_LOGPROBS + t];
+                top_bad += id != rti[t];
                 float g = tl[(size_t)i * SAMPLE_TOP_LOGPROBS + t];
-                top_bad += !(g == rtl[t] || fabs((double)g - rtl[t]) <= 2e-4);
+                top_bad += id >= 0 && !(fabs((double)g - (l[id] - lse)) <= 1e-4 && fabs((double)g - rtl[t]) <= 2e-3);
             }
             for (int t = n; t < SAMPLE_TOP_LOGPROBS; t++)
                 top_bad += ti[(size_t)i * SAMPLE_TOP_LOGPROBS + t] != -1;
@@ -256,8 +271,9 @@ static void run_case(gpu_ctx *c, dsk_rng *r, int rows, const uint32_t *vocab, co
     char shape[48];
     snprintf(shape, sizeof shape, "rows %d of %d ids", rows, NV);
     check(c, !bad_greedy && !unexplained && !lp_bad && !top_bad && !alone_bad && !none_bad, "sample", shape,
-          "flips %d (unexplained %d, greedy/none %d), logprob err %.1e (%d bad), top %d bad, alone %d, no-cand %d",
-          flips, unexplained, bad_greedy, worst_lp, lp_bad, top_bad, alone_bad, none_bad);
+          "flips %d (unexplained %d, greedy %d), logprob err %.1e exact / %.1e CPU (%d bad), top %d bad, alone %d, "
+          "no-cand %d",
+          flips, unexplained, bad_greedy, worst_lp, worst_cpu, lp_bad, top_bad, alone_bad, none_bad);
     dev_free(dl);
     dev_free(dp);
     dev_free(dt);
