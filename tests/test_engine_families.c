@@ -139,9 +139,10 @@ static void test_rules(void **state)
     assert_non_null(strstr(dsk_err_msg(), "index_score"));
     assert_int_equal(rule_index_score_pick(32, 64, &v), -1);
     /* slices: at least one, at most one tile of 32 keys per warp, within grid y */
-    assert_int_equal(rule_index_score_slices(1, 1), 1);
-    assert_int_equal(rule_index_score_slices(4096, 1 << 20), 1);
-    int sl = rule_index_score_slices(1, 1 << 20);
+    assert_int_equal(rule_index_score_slices(1, 1, 132), 1);
+    assert_int_equal(rule_index_score_slices(4096, 1 << 20, 132), 1);
+    assert_int_equal(rule_index_score_slices(1, 1 << 20, 0), rule_index_score_slices(1, 1 << 20, 132));
+    int sl = rule_index_score_slices(1, 1 << 20, 132);
     assert_true(sl >= 1 && sl <= 65535 && sl * RULE_INDEX_SCORE_WARPS * 32 <= (1 << 20) + 32 * RULE_INDEX_SCORE_WARPS);
     assert_int_equal(rule_moe_route_pick(384, 6, &v), 0);
     assert_string_equal(v.params, "NPL=12");
@@ -167,7 +168,9 @@ static void test_launchers_refuse(void **state)
                            .N = 64, .out = d, .lds = 64};
     is.nh = 16;
     assert_int_equal(op_index_score(NULL, NULL, &is), -1);
-    is.nh = 32, is.out = d + 4;
+    is.nh = 32, is.group = 5;
+    assert_int_equal(op_index_score(NULL, NULL, &is), -1);
+    is.group = 0, is.out = d + 4;
     assert_int_equal(op_index_score(NULL, NULL, &is), -1);
     assert_non_null(strstr(dsk_err_msg(), "out"));
     is.out = d, is.lds = 10;

@@ -12,13 +12,13 @@ int rule_index_score_pick(int nh, int ihd, rule_variant *v)
     return 0;
 }
 
-int rule_index_score_slices(int rows, int N)
+int rule_index_score_slices(int blocks_x, int N, int sms)
 {
-    /* about 1024 blocks in all (H200: 132 SMs x 3 resident blocks of 4 warps, a few waves), never more
-     * than one warp-tile of 32 keys per warp; at least one slice per row */
+    /* one wave of about four resident blocks per SM (~110 registers, 42 KB of shared memory a block),
+     * split over the row groups; never more than one 32-key tile per warp, at least one slice */
+    int target = (sms > 0 ? sms : 132) * 4;
     int tiles = (N + 31) / 32, most = (tiles + RULE_INDEX_SCORE_WARPS - 1) / RULE_INDEX_SCORE_WARPS;
-    int want = rows > 0 ? 1024 / rows : 1;
-    want = want < 1 ? 1 : want;
+    int want = blocks_x > 0 ? target / blocks_x : 1;
     int s = want < most ? want : most;
     s = s < 1 ? 1 : s;
     return s > 65535 ? 65535 : s;

@@ -49,10 +49,10 @@ int rule_exl3_variants(int K, int codebook, int max_rows, int moe, rule_variant 
 /* index_score: the variant scoring rows of nh heads of ihd dims (the kit has NH 4 and 32, ihd 128); -1
  * with a message naming the shape when there is none. */
 int rule_index_score_pick(int nh, int ihd, rule_variant *v);
-/* index_score: slices of each row's keys (grid y) for a launch of rows x N scores. Speed only: a score
- * never depends on which block computes it. */
-enum { RULE_INDEX_SCORE_WARPS = 4 }; /* warps per block, each scoring tiles of 32 keys */
-int rule_index_score_slices(int rows, int N);
+/* index_score: slices of the keys (grid y) for a launch of blocks_x row groups over N keys on a GPU of
+ * sms multiprocessors (0: the H200's 132). Speed only: a score never depends on which block computes it. */
+enum { RULE_INDEX_SCORE_WARPS = 4, RULE_INDEX_SCORE_GROUP = 4 }; /* warps per block; rows per block at most */
+int rule_index_score_slices(int blocks_x, int N, int sms);
 
 /* cand_blocks: the block-score kernel and the kept-set kernel (cand_mask); the top-k between them runs
  * only when a launch has more blocks per row than the cap (else every finite block is kept). */

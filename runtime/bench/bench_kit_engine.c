@@ -66,13 +66,13 @@ static int eng_row(const char *op, const char *shape, CUstream s, int batch, gpu
 }
 
 typedef struct {
-    CUdeviceptr p[16];
+    CUdeviceptr p[64];
     int n;
 } dev_list;
 
 static int dalloc(dev_list *l, CUdeviceptr *out, size_t bytes)
 {
-    if (l->n == 16)
+    if (l->n == 64)
         return dsk_err("bench kit: too many buffers");
     CUresult r = cu.cuMemAlloc(out, bytes ? bytes : 16);
     if (r != CUDA_SUCCESS)
@@ -141,8 +141,10 @@ int bench_kit_engine(const kit *k, CUstream s, double roof)
                 if (upload(base, hb, sizeof(int) * (size_t)R) || upload(reach, hr, sizeof(int) * (size_t)R))
                     goto done;
                 c.is = (index_score_args){.q = q, .w = w, .keys = keys, .key_base = base, .reach = reach, .rows = R,
-                                          .nh = 32, .ihd = 128, .N = N, .out = out, .lds = N};
-                snprintf(shape, sizeof shape, "rows %d, %d keys, %s", R, N, shared ? "1 sequence" : "own sequences");
+                                          .nh = 32, .ihd = 128, .N = N, .group = shared ? (R < 4 ? R : 4) : 1,
+                                          .out = out, .lds = N};
+                snprintf(shape, sizeof shape, "rows %d, %d keys, %s", R, N,
+                         shared ? "1 sequence, groups of 4" : "own sequences");
                 double bytes = (shared ? 1.0 : R) * N * 256.0;
                 if (eng_row("index_score", shape, s, 10, launch_index_score, &c, bytes, roof))
                     goto done;

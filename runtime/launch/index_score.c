@@ -17,6 +17,8 @@ int op_index_score_slices(const kit *k, CUstream s, const index_score_args *a, i
                        (long long)a->lds);
     if (slices < 0 || slices > 65535)
         return dsk_err("index_score: %d slices per row (at most 65535)", slices);
+    if (a->group < 0 || a->group > RULE_INDEX_SCORE_GROUP)
+        return dsk_err("index_score %s: groups of %d rows (1 to %d)", v.params, a->group, RULE_INDEX_SCORE_GROUP);
     const struct {
         const char *name;
         CUdeviceptr p;
@@ -44,11 +46,12 @@ int op_index_score_slices(const kit *k, CUstream s, const index_score_args *a, i
     const kit_kernel *kk = kit_find(k, v.family, v.params);
     if (!kk)
         return -1;
+    int group = a->group ? a->group : 1, gx = (a->rows + group - 1) / group;
     if (!slices)
-        slices = rule_index_score_slices(a->rows, a->N);
+        slices = rule_index_score_slices(gx, a->N, a->sms);
     CUdeviceptr q = a->q, w = a->w, keys = a->keys, base = a->key_base, reach = a->reach, cand = a->cand, out = a->out;
-    int ldc = a->ldc, cb = a->cand_block > 0 ? a->cand_block : 1, N = a->N;
+    int ldc = a->ldc, cb = a->cand_block > 0 ? a->cand_block : 1, rows = a->rows, N = a->N;
     int64_t lds = a->lds;
-    void *args[] = {&q, &w, &keys, &base, &reach, &cand, &ldc, &cb, &N, &out, &lds};
-    return kit_launch(kk, (unsigned)a->rows, (unsigned)slices, 1, s, args, 11);
+    void *args[] = {&q, &w, &keys, &base, &reach, &cand, &ldc, &cb, &rows, &group, &N, &out, &lds};
+    return kit_launch(kk, (unsigned)gx, (unsigned)slices, 1, s, args, 13);
 }

@@ -21,12 +21,16 @@ typedef struct {
     int ldc;              /* words per bitmap row, >= ceil(ceil(N / cand_block) / 32) */
     int cand_block;       /* keys per candidate block (candidate_block_size) */
     int rows, nh, ihd, N;
+    int group;            /* rows per block sharing each loaded key tile (1..4; 0: 1): consecutive rows of one
+                           * sequence (a verify window, a prompt chunk). Rows of a group with other key_base
+                           * load their own keys: any grouping is correct, sharing makes it faster */
+    int sms;              /* the GPU's multiprocessors (the grid), 0: 132 */
     CUdeviceptr out;      /* fp32 [rows][lds]: I_j, −∞ for j >= reach and outside the candidate blocks */
     int64_t lds;          /* >= N */
 } index_score_args;
 
 int op_index_score(const kit *k, CUstream s, const index_score_args *a);
-/* The same with the slices per row (grid y) forced (tests: a score must not depend on it); 0 = the rule. */
+/* The same with the slices of the keys (grid y) forced (tests: a score must not depend on it); 0 = the rule. */
 int op_index_score_slices(const kit *k, CUstream s, const index_score_args *a, int slices);
 
 #endif

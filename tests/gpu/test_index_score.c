@@ -101,14 +101,27 @@ static void run_case(gpu_ctx *c, dsk_rng *r, const is_case *tc)
     int64_t lds = N + 4;
     CUdeviceptr dout = dev_alloc(sizeof(float) * (size_t)rows * lds), d1 = dev_alloc(sizeof(float) * (size_t)lds);
     dev_memset(dout, 0xff, sizeof(float) * (size_t)rows * lds);
+    /* rows in groups sharing key tiles (4 for one sequence; 3 over several, whose rows mostly load their own),
+     * then the same launch one row per block on 5 slices: the same bits */
     index_score_args a = {.q = dq, .w = dw, .keys = dk, .key_base = db, .reach = dr, .cand = dc, .ldc = ldc,
-                          .cand_block = tc->block, .rows = rows, .nh = nh, .ihd = IHD, .N = N, .out = dout, .lds = lds};
+                          .cand_block = tc->block, .rows = rows, .nh = nh, .ihd = IHD, .N = N,
+                          .group = tc->seqs == 1 ? 4 : 3, .out = dout, .lds = lds};
     must(op_index_score(c->k, c->s, &a), "index_score");
     dev_sync(c);
     float *tmp = xmalloc(sizeof(float) * (size_t)lds);
     for (int i = 0; i < rows; i++) {
         dev_download(tmp, dout + (CUdeviceptr)i * lds * 4, sizeof(float) * (size_t)N);
         memcpy(got + (size_t)i * N, tmp, sizeof(float) * (size_t)N);
+    }
+    index_score_args a1 = a;
+    a1.group = 1;
+    dev_memset(dout, 0xff, sizeof(float) * (size_t)rows * lds);
+    must(op_index_score_slices(c->k, c->s, &a1, 5), "index_score one row per block");
+    dev_sync(c);
+    int group_bad = 0;
+    for (int i = 0; i < rows; i++) {
+        dev_download(tmp, dout + (CUdeviceptr)i * lds * 4, sizeof(float) * (size_t)N);
+        group_bad += memcmp(tmp, got + (size_t)i * N, sizeof(float) * (size_t)N) != 0;
     }
     /* −∞ where the reference has it; rel L2 and the share of scores off by more than a bf16 ulp elsewhere */
     size_t inf_bad = 0, finite = 0, far = 0;
@@ -140,6 +153,7 @@ static void run_case(gpu_ctx *c, dsk_rng *r, const is_case *tc)
         b.reach = dr + (CUdeviceptr)i * 4;
         b.cand = dc ? dc + (CUdeviceptr)i * ldc * 4 : 0;
         b.rows = 1;
+        b.group = 1;
         b.out = d1;
         /* q and w rows are 16-byte aligned for nh >= 4; base/reach rows are not, so copy them */
         CUdeviceptr b1 = dev_upload(&base[i], 4), r1 = dev_upload(&reach[i], 4);
@@ -156,9 +170,10 @@ static void run_case(gpu_ctx *c, dsk_rng *r, const is_case *tc)
     char shape[96];
     snprintf(shape, sizeof shape, "%s: nh %d, rows %d, N %d%s%s", tc->what, nh, rows, N, tc->block ? ", cand" : "",
              tc->generic ? ", bf16" : "");
-    check(c, inf_bad == 0 && e <= 1e-3 && alone_bad == 0, "index_score", shape,
-          "rel L2 %.2e over %zu scores (%.3f%% off > 2^-7), -inf mismatches %zu, alone != batched %d of %d", e, finite,
-          finite ? 100.0 * (double)far / (double)finite : 0.0, inf_bad, alone_bad, checked);
+    check(c, inf_bad == 0 && e <= 1e-3 && alone_bad == 0 && group_bad == 0, "index_score", shape,
+          "rel L2 %.2e over %zu scores (%.3f%% off > 2^-7), -inf mismatches %zu, alone != batched %d of %d, "
+          "ungrouped != grouped %d",
+          e, finite, finite ? 100.0 * (double)far / (double)finite : 0.0, inf_bad, alone_bad, checked, group_bad);
     dev_free(dq);
     dev_free(dw);
     dev_free(dk);
@@ -190,7 +205,7 @@ static void bad_arguments(gpu_ctx *c)
         const char *what;
         index_score_args a;
     } bad[] = {{"8 heads", ok}, {"head dim 64", ok}, {"lds < N", ok}, {"misaligned q", ok},
-               {"null reach", ok}, {"short bitmap rows", ok}, {"candidate block 0", ok}};
+               {"null reach", ok}, {"short bitmap rows", ok}, {"candidate block 0", ok}, {"groups of 5", ok}};
     bad[0].a.nh = 8;
     bad[1].a.ihd = 64;
     bad[2].a.lds = 63;
@@ -198,6 +213,7 @@ static void bad_arguments(gpu_ctx *c)
     bad[4].a.reach = 0;
     bad[5].a.cand = d, bad[5].a.cand_block = 1, bad[5].a.ldc = 1; /* 64 blocks need 2 words */
     bad[6].a.cand = d, bad[6].a.cand_block = 0, bad[6].a.ldc = 4;
+    bad[7].a.group = 5;
     int refused = 0;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = op_index_score(c->k, c->s, &bad[i].a);
