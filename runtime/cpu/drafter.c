@@ -4,6 +4,7 @@
 #include "runtime/common/error.h"
 #include "runtime/common/numerics.h"
 #include "runtime/cpu/block.h"
+#include "runtime/ref/dspark_conf.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -135,24 +136,11 @@ int cpu_draft(const cpu_model *m, cpu_seq *s, int32_t t0, draft_sampler sample, 
         float *lg = logits + (int64_t)i * V;
         /* Markov bigram bias: bf16 E_m[d_i] times the (widened) markov head, summed over the rank in
          * order, added to the fp32 logits */
-        for (int v = 0; v < V; v++)
-            bias[v] = 0.0f;
-        for (int r = 0; r < R; r++) {
-            float er = bf16_to_f32(e[r]);
-            const uint16_t *hr = m->markov_head_t + (int64_t)r * V;
-            for (int v = 0; v < V; v++)
-                bias[v] += er * f32_from_bits((uint32_t)hr[v] << 16);
-        }
+        ref_markov_bias(e, m->markov_head_t, R, V, bias);
         for (int v = 0; v < V; v++)
             lg[v] += bias[v];
-        if (conf) {
-            float acc = 0.0f;
-            for (int j = 0; j < d; j++)
-                acc += bf16_to_f32(m->confidence[j]) * bf16_to_f32(u[(int64_t)i * d + j]);
-            for (int r = 0; r < R; r++)
-                acc += bf16_to_f32(m->confidence[d + r]) * bf16_to_f32(e[r]);
-            conf[i] = acc;
-        }
+        if (conf)
+            conf[i] = ref_dspark_conf(m->confidence, u + (int64_t)i * d, d, e, R);
         prev = drafts[i] = sample(lg, V, dc.p + 2 + i, ctx);
     }
     rc = 0;
