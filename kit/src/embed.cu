@@ -8,8 +8,8 @@
 #define THREADS 256
 
 DSK_KERNEL void __launch_bounds__(THREADS)
-    DSK_SYMBOL(const u16 *__restrict__ table, const int *__restrict__ ids, u16 *__restrict__ x,
-               float *__restrict__ pi, int rows, int d, int vocab)
+    DSK_SYMBOL(const u16 *__restrict__ table, const int *__restrict__ ids, u16 *__restrict__ x, float *__restrict__ pi,
+               int rows, int d, int vocab)
 {
     const int nvec = d / 8;
     const i64 t = (i64)blockIdx.x * THREADS + threadIdx.x;

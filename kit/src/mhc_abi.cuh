@@ -8,7 +8,7 @@
 // the order of every sum depends on K only.
 #define MHC_MIX_CHUNK 256
 #define MHC_MIX_SLOTS 32
-#define MHC_MIX_MAX_HC 4       // M + 1 = (2 + hc)·hc + 1 sums must fit the 32 lanes of a warp
+#define MHC_MIX_MAX_HC 4        // M + 1 = (2 + hc)·hc + 1 sums must fit the 32 lanes of a warp
 #define MHC_MIX_MAX_ROWS_CTA 64 // rows one CTA of the partial step stages in shared memory
 #define MHC_MIX_SLAB 1024       // rows per launch pair: the workspace holds one slab
 #define MHC_MIX_NCHUNK(K) (((K) + MHC_MIX_CHUNK - 1) / MHC_MIX_CHUNK)
