@@ -14,21 +14,19 @@
 
 #define HC 4
 
+static void refused(gpu_ctx *c, const char *what, int rc)
+{
+    check(c, rc != 0, "embed", what, "refused: %s", rc ? dsk_err_msg() : "NO");
+}
+
 static void refusals(gpu_ctx *c, CUdeviceptr table, CUdeviceptr ids, CUdeviceptr x, CUdeviceptr pi)
 {
-    struct {
-        const char *what;
-        int rc;
-    } cases[] = {
-        {"d not a multiple of 8", op_embed(c->k, c->s, table, 100, ids, x, pi, 1, HC, 132)},
-        {"vocab 0", op_embed(c->k, c->s, table, 0, ids, x, pi, 1, HC, 128)},
-        {"x misaligned", op_embed(c->k, c->s, table, 100, ids, x + 2, pi, 1, HC, 128)},
-        {"ids missing", op_embed(c->k, c->s, table, 100, 0, x, pi, 1, HC, 128)},
-        {"no variant for hc 3", op_embed(c->k, c->s, table, 100, ids, x, pi, 1, 3, 128)},
-        {"x overlaps pi", op_embed(c->k, c->s, table, 100, ids, x, x + 64, 1, HC, 128)},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        check(c, cases[i].rc != 0, "embed", cases[i].what, "refused: %s", cases[i].rc ? dsk_err_msg() : "NO");
+    refused(c, "d not a multiple of 8", op_embed(c->k, c->s, table, 100, ids, x, pi, 1, HC, 132));
+    refused(c, "vocab 0", op_embed(c->k, c->s, table, 0, ids, x, pi, 1, HC, 128));
+    refused(c, "x misaligned", op_embed(c->k, c->s, table, 100, ids, x + 2, pi, 1, HC, 128));
+    refused(c, "ids missing", op_embed(c->k, c->s, table, 100, 0, x, pi, 1, HC, 128));
+    refused(c, "no variant for hc 3", op_embed(c->k, c->s, table, 100, ids, x, pi, 1, 3, 128));
+    refused(c, "x overlaps pi", op_embed(c->k, c->s, table, 100, ids, x, x + 64, 1, HC, 128));
 }
 
 void test_embed(gpu_ctx *c)
@@ -70,8 +68,10 @@ void test_embed(gpu_ctx *c)
             int alone_ok = 1, tried = R <= 16 ? R : 8;
             for (int t = 0; t < tried && alone_ok; t++) {
                 int row = R <= 16 ? t : t == 0 ? 0 : t == 1 ? R - 1 : (int)dsk_rng_below(&r, (uint64_t)R);
-                must(op_embed(c->k, c->s, dt, V, di + (CUdeviceptr)row * 4, d1, dp1, 1, HC, d), "embed alone");
+                CUdeviceptr d1i = dev_upload(ids + row, 4); /* the plan's arrays start 16-byte aligned */
+                must(op_embed(c->k, c->s, dt, V, d1i, d1, dp1, 1, HC, d), "embed alone");
                 dev_sync(c);
+                dev_free(d1i);
                 dev_download(x1, d1, (size_t)HC * d * 2);
                 dev_download(pi1, dp1, HC * 4);
                 alone_ok = !memcmp(x1, x + (size_t)row * HC * d, (size_t)HC * d * 2) &&

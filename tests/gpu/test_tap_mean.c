@@ -13,21 +13,19 @@
 
 #define HC 4
 
+static void refused(gpu_ctx *c, const char *what, int rc)
+{
+    check(c, rc != 0, "tap_mean", what, "refused: %s", rc ? dsk_err_msg() : "NO");
+}
+
 static void refusals(gpu_ctx *c, CUdeviceptr x, CUdeviceptr taps)
 {
-    struct {
-        const char *what;
-        int rc;
-    } cases[] = {
-        {"target past the targets", op_tap_mean(c->k, c->s, x, taps, 1, HC, 128, 3, 3)},
-        {"negative target", op_tap_mean(c->k, c->s, x, taps, 1, HC, 128, 3, -1)},
-        {"d not a multiple of 8", op_tap_mean(c->k, c->s, x, taps, 1, HC, 100, 3, 0)},
-        {"taps misaligned", op_tap_mean(c->k, c->s, x, taps + 8, 1, HC, 128, 3, 0)},
-        {"taps overlap x", op_tap_mean(c->k, c->s, x, x + 256, 1, HC, 128, 3, 0)},
-        {"no variant for hc 2", op_tap_mean(c->k, c->s, x, taps, 1, 2, 128, 3, 0)},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        check(c, cases[i].rc != 0, "tap_mean", cases[i].what, "refused: %s", cases[i].rc ? dsk_err_msg() : "NO");
+    refused(c, "target past the targets", op_tap_mean(c->k, c->s, x, taps, 1, HC, 128, 3, 3));
+    refused(c, "negative target", op_tap_mean(c->k, c->s, x, taps, 1, HC, 128, 3, -1));
+    refused(c, "d not a multiple of 8", op_tap_mean(c->k, c->s, x, taps, 1, HC, 100, 3, 0));
+    refused(c, "taps misaligned", op_tap_mean(c->k, c->s, x, taps + 8, 1, HC, 128, 3, 0));
+    refused(c, "taps overlap x", op_tap_mean(c->k, c->s, x, x + 256, 1, HC, 128, 3, 0));
+    refused(c, "no variant for hc 2", op_tap_mean(c->k, c->s, x, taps, 1, 2, 128, 3, 0));
 }
 
 void test_tap_mean(gpu_ctx *c)
