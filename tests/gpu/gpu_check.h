@@ -61,6 +61,7 @@ void test_topk(gpu_ctx *c);
 void test_exl3_decode(gpu_ctx *c);
 void test_exl3_mm(gpu_ctx *c);
 void test_exl3_moe(gpu_ctx *c);
+void test_cast(gpu_ctx *c);
 void test_embed(gpu_ctx *c);
 void test_mhc_mix(gpu_ctx *c);
 void test_mhc_pre(gpu_ctx *c);
