@@ -14,7 +14,6 @@
 // Every order is fixed by K alone, never by the row count, the grid or timing: row-invariant. The
 // transcendentals (expf) are CUDA's, which may differ from glibc's by an ulp.
 #include "dskit_kernel.cuh"
-#include "dsk_pdl.cuh"
 #include "mhc_abi.cuh"
 
 #define HC P_HC
@@ -26,6 +25,17 @@ static_assert(HC >= 1 && HC <= MHC_MIX_MAX_HC, "mhc_mix: the M + 1 sums of a row
 // Shared memory of either step: step 0's staged inputs, step 1's staged slots.
 #define SMEM_VEC (MHC_MIX_MAX_ROWS_CTA * MHC_MIX_CHUNK / 8)
 #define FOLD_CHUNKS (SMEM_VEC * 4 / MHC_MIX_SLOTS) // chunks step 1 stages at a time
+
+// Programmatic dependent launch (the family is "pdl"): wait until the grid before this one has finished
+// and its writes are visible; let the grid after this one start its prologue. Without the launch
+// attribute both return at once. DSK_EMU (the CPU emulator) runs grids one at a time: no-ops there.
+#ifndef DSK_EMU
+__device__ __forceinline__ void mix_pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void mix_pdl_launch_next() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+#else
+__device__ __forceinline__ void mix_pdl_wait() {}
+__device__ __forceinline__ void mix_pdl_launch_next() {}
+#endif
 
 __device__ __forceinline__ float sigmoid_ref(float v) { return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-v))); }
 
@@ -44,13 +54,23 @@ __device__ __forceinline__ void mix_partials(uint4 *smem, const u16 *__restrict_
         wa[q] = s < M && ca < K ? *(const float4 *)(fn + (i64)s * K + ca) : zero;
         wb[q] = s < M && cb < K ? *(const float4 *)(fn + (i64)s * K + cb) : zero;
     }
-    dsk_pdl_wait();
-    dsk_pdl_launch_dependents();
+    mix_pdl_wait();
+    mix_pdl_launch_next();
     const int r0 = blockIdx.y * rpc, nr = min(rpc, rows - r0);
     u16 *xs = (u16 *)smem; /* [rpc][256] */
-    for (int i = threadIdx.x; i < nr * (MHC_MIX_CHUNK / 8); i += WARPS * 32) {
-        const int rr = i / (MHC_MIX_CHUNK / 8), col = c0 + 8 * (i % (MHC_MIX_CHUNK / 8));
-        smem[i] = col < K ? *(const uint4 *)(x + (i64)(r0 + rr) * K + col) : make_uint4(0, 0, 0, 0);
+    /* at most 64 rows x 32 vectors: up to 8 per thread, all loads in flight before the stores */
+    {
+        uint4 v[MHC_MIX_MAX_ROWS_CTA * MHC_MIX_CHUNK / 8 / (WARPS * 32)];
+#pragma unroll
+        for (int u = 0; u < (int)(sizeof v / sizeof v[0]); u++) {
+            const int i = threadIdx.x + u * WARPS * 32, rr = i / (MHC_MIX_CHUNK / 8);
+            const int col = c0 + 8 * (i % (MHC_MIX_CHUNK / 8));
+            v[u] = rr < nr && col < K ? *(const uint4 *)(x + (i64)(r0 + rr) * K + col) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < (int)(sizeof v / sizeof v[0]); u++)
+            if (threadIdx.x + u * WARPS * 32 < nr * (MHC_MIX_CHUNK / 8))
+                smem[threadIdx.x + u * WARPS * 32] = v[u];
     }
     __syncthreads();
     const bool h16 = lane & 16, h8 = lane & 8;
@@ -100,8 +120,8 @@ __device__ __forceinline__ void mix_fold(uint4 *smem, const float *__restrict__ 
 {
     const int lane = threadIdx.x & 31, row = blockIdx.x, nchunk = MHC_MIX_NCHUNK(K);
     const float a0 = scale[0], a1 = scale[1], a2 = scale[2], b = lane < M ? base[lane] : 0.0f;
-    dsk_pdl_wait();
-    dsk_pdl_launch_dependents();
+    mix_pdl_wait();
+    mix_pdl_launch_next();
     if (row >= rows)
         return;
     const float *p = ws + (i64)row * nchunk * MHC_MIX_SLOTS;
@@ -110,8 +130,19 @@ __device__ __forceinline__ void mix_fold(uint4 *smem, const float *__restrict__ 
         const int nc = min(FOLD_CHUNKS, nchunk - c0);
         if (c0)
             __syncthreads(); /* warp 0 is done with the previous batch */
-        for (int i = threadIdx.x; i < nc * MHC_MIX_SLOTS; i += WARPS * 32)
-            buf[i] = p[(i64)c0 * MHC_MIX_SLOTS + i];
+        /* float4 copies, four per thread in flight */
+        const float4 *src = (const float4 *)(p + (i64)c0 * MHC_MIX_SLOTS);
+        for (int i0 = threadIdx.x; i0 < nc * MHC_MIX_SLOTS / 4; i0 += 4 * WARPS * 32) {
+            float4 v[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+                if (i0 + u * WARPS * 32 < nc * MHC_MIX_SLOTS / 4)
+                    v[u] = src[i0 + u * WARPS * 32];
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+                if (i0 + u * WARPS * 32 < nc * MHC_MIX_SLOTS / 4)
+                    ((float4 *)buf)[i0 + u * WARPS * 32] = v[u];
+        }
         __syncthreads();
         if (threadIdx.x < 32)
             for (int c = 0; c < nc; c++)
@@ -140,7 +171,7 @@ __device__ __forceinline__ void mix_fold(uint4 *smem, const float *__restrict__ 
         const float t = __shfl_sync(FULL, v, rl + j);
         mx = t > mx ? t : mx;
     }
-    const float ex = expf(__fsub_rn(v, mx));
+    const float ex = expf(__fadd_rn(v, -mx)); /* v - mx, exactly */
     float sum = 0.0f;
 #pragma unroll
     for (int j = 0; j < HC; j++)
