@@ -216,8 +216,8 @@ static int launch_mhc_mix(void *p)
 static int launch_mhc_pre(void *p)
 {
     mhc_bench *b = p;
-    return op_mhc_pre(b->k, b->s, b->x, b->coef, 24, b->norm ? b->g : 0, 1e-20f, b->y, b->norm ? b->yraw : 0, b->rows,
-                      b->md.hc, b->md.d);
+    return op_mhc_pre(b->k, b->s, b->x, b->coef, (2 + b->md.hc) * b->md.hc, b->norm ? b->g : 0, 1e-20f, b->y,
+                      b->norm ? b->yraw : 0, b->rows, b->md.hc, b->md.d);
 }
 
 static int launch_mhc_post(void *p)
