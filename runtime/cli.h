@@ -23,5 +23,6 @@ int bench_cpu(int argc, char **argv);      /* runtime/bench/bench_cpu.c: dskit b
 int bench_tokenize(int argc, char **argv); /* runtime/tokenizer/bench_tokenize.c */
 int bench_exchange(int argc, char **argv); /* runtime/ranks/bench_exchange.c */
 int bench_engram(int argc, char **argv);   /* runtime/engram/bench_engram.c */
+int bench_grammar(int argc, char **argv);  /* runtime/bench/bench_grammar.c */
 
 #endif

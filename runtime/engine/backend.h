@@ -31,6 +31,7 @@ typedef struct {
 
 /* The backends (each defined in its own folder). */
 int cpu_backend_open(const engine_backend_args *a, void **impl, const engine_backend_ops **ops);
+int gpu_backend_open(const engine_backend_args *a, void **impl, const engine_backend_ops **ops);
 /* The backend named by a->opts->backend, on this rank alone (engine.c). */
 int engine_local_backend_open(const engine_backend_args *a, void **impl, const engine_backend_ops **ops);
 /* tp > 1 (runtime/ranks): rank 0 starts the followers and wraps its local backend so that every call goes
