@@ -135,6 +135,23 @@ int needs_for_model(const model_config *c, const needs_settings *s, need_list *o
         for (int r = 1; r <= (max_rows < 16 ? max_rows : 16); r++)
             rc |= add(out, "DSpark Markov bias", "rowmm_bf16", "M=%d", rule_rowmm_bucket(r));
     }
+    /* embed: the backbone's and the drafter's token rows into hc streams */
+    rule_embed_pick(c->hc_mult, &v);
+    rc |= add_variant(out, "embedding into the hc streams", &v);
+    /* mhc_mix: the coefficients of every sublayer (backbone and DSpark stages) */
+    rule_mhc_mix_pick(c->hc_mult, &v);
+    rc |= add_variant(out, "mHC mixes and Sinkhorn of every sublayer", &v);
+    /* mhc_pre: every sublayer input (with attn_norm / ffn_norm) and the head's u (final norm), width dim */
+    rule_mhc_pre_pick(c->hc_mult, c->dim, &v);
+    rc |= add_variant(out, "mHC pre with the sublayer or final RMSNorm", &v);
+    /* mhc_post: every sublayer output back into the streams */
+    rule_mhc_post_pick(c->hc_mult, &v);
+    rc |= add_variant(out, "mHC post of every sublayer", &v);
+    /* tap_mean: the streams' mean at the DSpark target layers */
+    if (c->n_mtp_layers > 0 && c->n_dspark_targets > 0) {
+        rule_tap_mean_pick(c->hc_mult, &v);
+        rc |= add_variant(out, "DSpark taps (mean of the streams)", &v);
+    }
     if (rc) {
         need_list_free(out);
         return -1;

@@ -69,5 +69,19 @@ int rule_sample_candidates(int V);
 /* dspark_conf: the one variant, and the blocks per row that add the Markov bias to V logits. */
 void rule_dspark_conf_pick(rule_variant *v);
 int rule_dspark_conf_bias_blocks(int V);
+/* embed: the variant for hc streams. */
+void rule_embed_pick(int hc, rule_variant *v);
+/* mhc_mix: the variant for hc streams (hc <= 4), and the rows one CTA of its partial step takes: 16 for
+ * launches of up to 64 rows (more CTAs on the weight), else 64 (the weight re-read from L2 less often).
+ * Neither changes a row's bits: the sum order depends on hc·d only. */
+void rule_mhc_mix_pick(int hc, rule_variant *v);
+int rule_mhc_mix_rows_per_cta(int rows);
+/* mhc_pre: threads per row are rmsnorm's for the width, so the fused RMSNorm equals op_rmsnorm's bits. */
+int rule_mhc_pre_threads(int d);
+void rule_mhc_pre_pick(int hc, int d, rule_variant *v);
+/* mhc_post: the variant for hc streams. */
+void rule_mhc_post_pick(int hc, rule_variant *v);
+/* tap_mean: the variant for hc streams. */
+void rule_tap_mean_pick(int hc, rule_variant *v);
 
 #endif

@@ -13,6 +13,9 @@
 #include "runtime/launch/rowmm.h"
 #include "runtime/launch/stream_read.h"
 #include "runtime/launch/topk.h"
+#include "runtime/launch/embed.h"
+#include "runtime/launch/mhc.h"
+#include "runtime/launch/tap_mean.h"
 #include "manifest/rules/rules.h"
 
 #include <stdio.h>
@@ -195,6 +198,110 @@ static int row(const char *op, const char *shape, CUstream s, int batch, gpu_lau
     return 0;
 }
 
+/* The mHC families at the release's shapes (hc 4, d 5120, hc_fn 24 x 20480 fp32) */
+typedef struct {
+    const kit *k;
+    CUstream s;
+    mhc_dims md;
+    CUdeviceptr x, fn, base, scale, coef, ws, y, yraw, xout, g, ids, table, pi, taps;
+    size_t ws_bytes;
+    int rows, norm;
+} mhc_bench;
+
+static int launch_mhc_mix(void *p)
+{
+    mhc_bench *b = p;
+    return op_mhc_mix(b->k, b->s, &b->md, b->x, b->fn, b->base, b->scale, b->coef, b->rows, b->ws, b->ws_bytes);
+}
+
+static int launch_mhc_pre(void *p)
+{
+    mhc_bench *b = p;
+    return op_mhc_pre(b->k, b->s, b->x, b->coef, (2 + b->md.hc) * b->md.hc, b->norm ? b->g : 0, 1e-20f, b->y,
+                      b->norm ? b->yraw : 0, b->rows, b->md.hc, b->md.d);
+}
+
+static int launch_mhc_post(void *p)
+{
+    mhc_bench *b = p;
+    return op_mhc_post(b->k, b->s, b->y, b->x, b->coef, b->xout, b->rows, b->md.hc, b->md.d);
+}
+
+static int launch_embed(void *p)
+{
+    mhc_bench *b = p;
+    return op_embed(b->k, b->s, b->table, 129280, b->ids, b->xout, b->pi, b->rows, b->md.hc, b->md.d);
+}
+
+static int launch_tap_mean(void *p)
+{
+    mhc_bench *b = p;
+    return op_tap_mean(b->k, b->s, b->x, b->taps, b->rows, b->md.hc, b->md.d, 3, 1);
+}
+
+static int mhc_families(const kit *k, CUstream s, CUdeviceptr big, double roof)
+{
+    const int hc = 4, d = 5120, K = hc * d, M = (2 + hc) * hc, P = 4096;
+    mhc_bench b = {.k = k, .s = s, .md = {hc, d, 20, 1e-20f, 1e-6f}};
+    /* carved from the big buffer (its fill, bf16/fp32 0x3c00 patterns, is finite); the embedding table
+     * last: 129280 x 5120 bf16 */
+    b.x = big, b.fn = big + (256ull << 20), b.base = b.fn + (4ull << 20), b.scale = b.base + 4096;
+    b.coef = b.base + (1ull << 20), b.ws = big + (272ull << 20), b.y = big + (512ull << 20);
+    b.yraw = big + (600ull << 20), b.xout = big + (768ull << 20), b.g = big + (1000ull << 20);
+    b.pi = big + (1010ull << 20), b.taps = big + (1020ull << 20), b.ids = big + (1180ull << 20);
+    b.table = big + (1200ull << 20);
+    b.ws_bytes = op_mhc_mix_ws_bytes(P, hc, d);
+    int32_t *ids = malloc(sizeof(int32_t) * P);
+    if (!ids)
+        return dsk_err("bench kit: out of host memory");
+    dsk_rng r;
+    dsk_rng_seed(&r, 11);
+    for (int i = 0; i < P; i++)
+        ids[i] = (int32_t)dsk_rng_below(&r, 129280);
+    CUresult cr = cu.cuMemcpyHtoD(b.ids, ids, sizeof(int32_t) * P);
+    free(ids);
+    CU_TRY(cr);
+    char shape[64];
+    /* mixes: the weight's bytes against the roofline (x adds rows x 40 KiB more) */
+    const int mix_rows[] = {1, 8, 64, 1024, 4096};
+    for (size_t i = 0; i < sizeof mix_rows / sizeof mix_rows[0]; i++) {
+        b.rows = mix_rows[i];
+        snprintf(shape, sizeof shape, "rows %d, 24 x 20480 (weight GB/s)", b.rows);
+        if (row("mhc_mix", shape, s, 20, launch_mhc_mix, &b, 4.0 * M * K, roof))
+            return -1;
+    }
+    /* the sublayer coefficients stay as mhc_mix left them for pre and post */
+    const int rows[] = {1, 16, 64, P};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        for (b.norm = 0; b.norm < 2; b.norm++) {
+            b.rows = rows[i];
+            snprintf(shape, sizeof shape, "rows %d x hc 4 x 5120%s", b.rows, b.norm ? ", norm + y" : "");
+            double bytes = 2.0 * b.rows * (hc + 1 + b.norm) * d + 4.0 * b.rows * M + 2.0 * b.norm * d;
+            if (row("mhc_pre", shape, s, 20, launch_mhc_pre, &b, bytes, roof))
+                return -1;
+        }
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        b.rows = rows[i];
+        snprintf(shape, sizeof shape, "rows %d x hc 4 x 5120", b.rows);
+        if (row("mhc_post", shape, s, 20, launch_mhc_post, &b, 2.0 * b.rows * (2 * hc + 1) * d + 4.0 * b.rows * M,
+                roof))
+            return -1;
+    }
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        b.rows = rows[i];
+        snprintf(shape, sizeof shape, "rows %d -> hc 4 x 5120", b.rows);
+        if (row("embed", shape, s, 20, launch_embed, &b, 2.0 * b.rows * (hc + 1) * d + 4.0 * b.rows * (hc + 1), roof))
+            return -1;
+    }
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        b.rows = rows[i];
+        snprintf(shape, sizeof shape, "rows %d x hc 4 x 5120", b.rows);
+        if (row("tap_mean", shape, s, 20, launch_tap_mean, &b, 2.0 * b.rows * (hc + 1) * d, roof))
+            return -1;
+    }
+    return 0;
+}
+
 static int families(const kit *k, CUstream s, CUdeviceptr big, double roof)
 {
     launch_ctx c = {.k = k, .s = s};
@@ -282,6 +389,8 @@ static int families(const kit *k, CUstream s, CUdeviceptr big, double roof)
                 return -1;
         }
 
+    if (mhc_families(k, s, big, roof))
+        return -1;
     return bench_kit_engine(k, s, roof);
 }
 

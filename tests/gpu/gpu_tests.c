@@ -65,6 +65,34 @@ void dev_sync(gpu_ctx *c)
     cu_must(cu.cuStreamSynchronize(c->s), "cuStreamSynchronize");
 }
 
+CUdeviceptr dev_alloc_guarded(size_t bytes)
+{
+    CUdeviceptr d = dev_alloc(bytes + 2 * GPU_GUARD_BYTES) + GPU_GUARD_BYTES;
+    dev_poison(d, bytes);
+    return d;
+}
+
+void dev_poison(CUdeviceptr d, size_t bytes)
+{
+    dev_memset(d - GPU_GUARD_BYTES, GPU_GUARD_BYTE, bytes + 2 * GPU_GUARD_BYTES);
+}
+
+int dev_guard_intact(CUdeviceptr d, size_t bytes)
+{
+    unsigned char g[2][GPU_GUARD_BYTES];
+    dev_download(g[0], d - GPU_GUARD_BYTES, GPU_GUARD_BYTES);
+    dev_download(g[1], d + bytes, GPU_GUARD_BYTES);
+    for (int i = 0; i < GPU_GUARD_BYTES; i++)
+        if (g[0][i] != GPU_GUARD_BYTE || g[1][i] != GPU_GUARD_BYTE)
+            return 0;
+    return 1;
+}
+
+void dev_free_guarded(CUdeviceptr d)
+{
+    dev_free(d - GPU_GUARD_BYTES);
+}
+
 typedef struct {
     const char *name;
     void (*fn)(gpu_ctx *);
@@ -77,6 +105,8 @@ static const family_test tests[] = {
     {"cast", test_cast},
     {"index_score", test_index_score},  {"cand_blocks", test_cand_blocks}, {"moe_route", test_moe_route},
     {"sample", test_sample},            {"dspark_conf", test_dspark_conf},
+    {"embed", test_embed},              {"mhc_mix", test_mhc_mix},   {"mhc_pre", test_mhc_pre},
+    {"mhc_post", test_mhc_post},        {"tap_mean", test_tap_mean},
 };
 
 int main(int argc, char **argv)

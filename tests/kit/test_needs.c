@@ -76,6 +76,25 @@ static void sweep_config(const model_config *c, const char *name, const need_lis
     expect_topk(&s, "router top-k", c->n_routed_experts, c->n_activated_experts);
     if (c->n_mtp_layers > 0)
         expect_topk(&s, "drafter router top-k", c->dspark_n_routed_experts, c->dspark_n_activated_experts);
+    /* mHC: the embedding, both sublayers of every layer (backbone and drafter stages: mixes, pre with
+     * its norm, post), the head's pre, and the taps entering each DSpark target layer */
+    rule_variant mv;
+    rule_embed_pick(c->hc_mult, &mv);
+    expect(&s, "embed", mv.family, mv.params, c->dim);
+    for (int L = 0; L < c->n_all_layers; L++) {
+        rule_mhc_mix_pick(c->hc_mult, &mv);
+        expect(&s, "mhc_mix", mv.family, mv.params, L);
+        rule_mhc_pre_pick(c->hc_mult, c->dim, &mv);
+        expect(&s, "mhc_pre", mv.family, mv.params, L);
+        rule_mhc_post_pick(c->hc_mult, &mv);
+        expect(&s, "mhc_post", mv.family, mv.params, L);
+        if (L < c->n_layers && c->n_mtp_layers > 0 && c->roles[L].dspark_tap >= 0) {
+            rule_tap_mean_pick(c->hc_mult, &mv);
+            expect(&s, "tap_mean", mv.family, mv.params, L);
+        }
+    }
+    rule_mhc_pre_pick(c->hc_mult, c->dim, &mv);
+    expect(&s, "mhc_pre (head)", mv.family, mv.params, c->dim);
     int ratio_seen[3] = {0};
     for (int L = 0; L < c->n_layers; L++) {
         const layer_role *r = &c->roles[L];
