@@ -44,4 +44,18 @@ void rule_exl3_split(int k, int n, int *qb, int *groups);
  * returns how many there are. */
 int rule_exl3_variants(int K, int codebook, int max_rows, int moe, rule_variant *out, int cap);
 
+/* vec_glue: 16-byte chunks per lane (1, 2, 5, 8) of a vector of `width` (at most 2048; 0 beyond), and
+ * the variant for that width and QDQ kind (runtime/model/kv_quant.h). */
+int rule_vec_glue_chunks(int width);
+void rule_vec_glue_pick(int width, int qdq, rule_variant *v);
+/* rows_copy: the one variant. */
+void rule_rows_copy_pick(rule_variant *v);
+/* compress_pool: the one variant. */
+void rule_compress_pool_pick(rule_variant *v);
+/* engram_rows: from records uploaded by the host (0) or from a device-resident table (1). */
+void rule_engram_rows_pick(int from_table, rule_variant *v);
+/* engram_gate: threads per (row, stream) block for the residual width d, and the variant. */
+int rule_engram_gate_threads(int d);
+void rule_engram_gate_pick(int d, rule_variant *v);
+
 #endif
