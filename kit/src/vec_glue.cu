@@ -1,6 +1,6 @@
 // vec_glue: per row of `heads` bf16 vectors of `width`, in the CPU forward's order: optional RMSNorm with a
 // bf16 weight, optional RoPE of the last R dims at the row's position (or its conjugate), optional KV
-// quantise-dequantise (P_Q, runtime/model/kv_quant.h: 0 none, 1 FP8 e4m3 /32, 2 FP4 e2m1 /16 with an e4m3
+// quantise-dequantise (P_Q, runtime/common/kv_quant.h: 0 none, 1 FP8 e4m3 /32, 2 FP4 e2m1 /16 with an e4m3
 // scale, 3 FP4 e2m1 /32 with an e8m0 scale), in place or to another buffer. Tuned for the decode and
 // prompt shapes of q_norm (1280), window keys and latents (512), index keys and queries (128): one warp
 // per vector, the vector held in registers (P_C 16-byte chunks per lane, width <= 256·P_C) from its one
@@ -15,11 +15,7 @@
 // ref_rope_table's entry; the QDQ block maximum is exact in any order, scales and codes are integer
 // rules. So only the norm's Σx² can differ from the CPU (by its order).
 #include "dskit_kernel.cuh"
-
-#define VG_NORM 1    // RMSNorm with w, eps
-#define VG_ROPE 2    // RoPE of the last rope_dim dims at pos[row], angles from freqs
-#define VG_INVERSE 4 // RoPE by the conjugate angle
-#define VG_WARPS 8   // vectors per block
+#include "vec_glue_abi.cuh"
 
 __device__ __forceinline__ float bf_lo(u32 p) { return __uint_as_float(p << 16); }
 __device__ __forceinline__ float bf_hi(u32 p) { return __uint_as_float(p & 0xffff0000u); }

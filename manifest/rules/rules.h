@@ -45,7 +45,7 @@ void rule_exl3_split(int k, int n, int *qb, int *groups);
 int rule_exl3_variants(int K, int codebook, int max_rows, int moe, rule_variant *out, int cap);
 
 /* vec_glue: 16-byte chunks per lane (1, 2, 5, 8) of a vector of `width` (at most 2048; 0 beyond), and
- * the variant for that width and QDQ kind (runtime/model/kv_quant.h). */
+ * the variant for that width and QDQ kind (runtime/common/kv_quant.h). */
 int rule_vec_glue_chunks(int width);
 void rule_vec_glue_pick(int width, int qdq, rule_variant *v);
 /* rows_copy: the one variant. */

@@ -1,8 +1,8 @@
 /* The KV quantise-dequantise formats of the model (model.md §3.6), by the names the CPU reference
  * (runtime/ref/kvquant.h), the vec_glue launcher and its variant rule share. The values are the kit's
  * vec_glue axis Q, so they are part of the kit's variant names and never change. */
-#ifndef DSK_MODEL_KV_QUANT_H
-#define DSK_MODEL_KV_QUANT_H
+#ifndef DSK_COMMON_KV_QUANT_H
+#define DSK_COMMON_KV_QUANT_H
 
 typedef enum {
     KVQ_NONE = 0,     /* no quantisation */
