@@ -5,7 +5,7 @@
 #ifndef DSK_REF_VEC_GLUE_H
 #define DSK_REF_VEC_GLUE_H
 
-#include "runtime/model/kv_quant.h"
+#include "runtime/common/kv_quant.h"
 
 #include <stdint.h>
 
