@@ -14,6 +14,8 @@ typedef struct {
 void rule_rope_pick(int rope_dim, rule_variant *v);
 /* stream_read: the one variant the roofline benchmark launches. */
 void rule_stream_read_pick(rule_variant *v);
+/* cast: the variant of a cast (0: fp32 -> bf16; 1: fp32 bf16(bf16(x) · scale)). */
+void rule_cast_pick(int mode, rule_variant *v);
 /* rmsnorm: threads per row for a width. */
 int rule_rmsnorm_threads(int width);
 /* topk: threads per row of the radix kernel for N entries. */

@@ -9,6 +9,7 @@
 #include "runtime/model/engram_layout.h"
 #include "runtime/cpu/linear.h"
 #include "runtime/engram/engram_store.h"
+#include "runtime/engine/xchg.h"
 #include "runtime/weights/safetensors.h"
 
 #include <stddef.h>
@@ -64,15 +65,22 @@ typedef struct {
     const uint16_t *markov_head;  /* [V][markov_rank] bf16 */
     uint16_t *markov_head_t;      /* [markov_rank][V] the same transposed (owned) */
     const uint16_t *confidence;   /* [d + markov_rank] bf16 */
+    rank_xchg *xchg;            /* tensor parallelism: this rank and its exchanges (rank_xchg_single: tp 1) */
     engram_source eg_src;       /* the checkpoint's Engram tables (pointing into st) */
     engram_store *eg;           /* where their rows come from (host mapping or packed files) */
     int eg_timeout_ms;          /* how long a forward waits for a layer's rows */
     void **owned;               /* buffers the model owns (converted norms, realigned tensors) */
     int n_owned;
     size_t cache_bytes;         /* decoded EXL3 weights held */
+    /* Tests only (teacher forcing, layer-by-layer comparisons): called in every block with its streams
+     * [n][hc][d] and π [n][hc] (NULL after attention), which it may read or overwrite. */
+    void (*layer_hook)(void *ctx, int layer, int stage, uint16_t *X, float *pi, int n);
+    void *layer_ctx;
     uint32_t *expert_hits;      /* optional diagnostic set by the caller: [n_all_layers][4096] routed-expert
                                    selections, counted by every forward (not thread-safe across sequences) */
 } cpu_model;
+
+enum { CPU_HOOK_BLOCK_IN, CPU_HOOK_ATTN_OUT, CPU_HOOK_BLOCK_OUT };
 
 /* Open a model folder (config.json + safetensors). Every tensor of the schema must be present with its
  * shape and dtype; an error names the tensor. cache_budget: bytes of decoded EXL3 weights to keep

@@ -4,6 +4,7 @@
 #include "runtime/common/numerics.h"
 #include "runtime/cpu/block.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,6 +94,8 @@ int block_forward(const cpu_model *m, int l, uint16_t *X, float *pi, int n, atte
     int rc = -1;
     if (!ka || !a || !y || !x1)
         goto done;
+    if (m->layer_hook)
+        m->layer_hook(m->layer_ctx, l, CPU_HOOK_BLOCK_IN, X, pi, n);
     for (int i = 0; i < n; i++) {
         hc_mixes(c, b->hc_fn[0], b->hc_base[0], b->hc_scale[0], X + i * sd, &ka[i]);
         hc_pre(X + i * sd, pi + (int64_t)i * hc, hc, d, a + (int64_t)i * d);
@@ -102,6 +105,8 @@ int block_forward(const cpu_model *m, int l, uint16_t *X, float *pi, int n, atte
         goto done;
     for (int i = 0; i < n; i++)
         hc_post(y + (int64_t)i * d, X + i * sd, &ka[i], hc, d, x1 + i * sd);
+    if (m->layer_hook)
+        m->layer_hook(m->layer_ctx, l, CPU_HOOK_ATTN_OUT, x1, NULL, n);
     /* single pass: the ffn input uses the attn sublayer's pre; the ffn pre goes to the next block */
     for (int i = 0; i < n; i++)
         hc_pre(x1 + i * sd, ka[i].pre, hc, d, a + (int64_t)i * d);
@@ -113,6 +118,8 @@ int block_forward(const cpu_model *m, int l, uint16_t *X, float *pi, int n, atte
         hc_post(y + (int64_t)i * d, x1 + i * sd, &kf, hc, d, X + i * sd);
         memcpy(pi + (int64_t)i * hc, kf.pre, sizeof(float) * hc);
     }
+    if (m->layer_hook)
+        m->layer_hook(m->layer_ctx, l, CPU_HOOK_BLOCK_OUT, X, pi, n);
     rc = 0;
 done:
     free(ka);
@@ -141,20 +148,37 @@ int head_rows(const cpu_model *m, const uint16_t *X, const float *pi, int n, con
               uint16_t *u_out)
 {
     const model_config *c = &m->cfg;
-    int hc = c->hc_mult, d = c->dim;
+    cpu_split sp = cpu_rank_split(m, NULL);
+    int hc = c->hc_mult, d = c->dim, V = c->vocab_size, vl = sp.v1 - sp.v0, tp = m->xchg->tp;
     uint16_t *u = dsk_malloc(sizeof(uint16_t) * (size_t)n * d);
     uint16_t *un = dsk_malloc(sizeof(uint16_t) * (size_t)n * d);
+    float *part = tp > 1 ? dsk_malloc(sizeof(float) * (size_t)n * vl) : NULL;
+    float *all = tp > 1 ? dsk_malloc(sizeof(float) * (size_t)n * V) : NULL;
     int rc = -1;
-    if (u && un) {
-        for (int i = 0; i < n; i++)
-            hc_pre(X + (int64_t)i * hc * d, pi + (int64_t)i * hc, hc, d, u + (int64_t)i * d);
-        ref_rmsnorm_bf16(u, norm, un, n, d, c->norm_eps);
+    if (!u || !un || (tp > 1 && (!part || !all)))
+        goto done;
+    for (int i = 0; i < n; i++)
+        hc_pre(X + (int64_t)i * hc * d, pi + (int64_t)i * hc, hc, d, u + (int64_t)i * d);
+    ref_rmsnorm_bf16(u, norm, un, n, d, c->norm_eps);
+    if (u_out)
+        memcpy(u_out, u, sizeof(uint16_t) * (size_t)n * d);
+    if (tp == 1) {
         rc = linear_f32(&m->head, un, n, logits);
-        if (u_out)
-            memcpy(u_out, u, sizeof(uint16_t) * (size_t)n * d);
+        goto done;
     }
+    /* this rank's vocabulary rows, gathered: rank r's block holds columns [r·V/tp, (r+1)·V/tp) of every row */
+    if (linear_apply_cols(&m->head, un, n, sp.v0, sp.v1, part) ||
+        m->xchg->allgather(m->xchg, part, sizeof(float) * (size_t)n * vl, all))
+        goto done;
+    for (int r = 0; r < tp; r++)
+        for (int i = 0; i < n; i++)
+            memcpy(logits + (int64_t)i * V + (int64_t)r * vl, all + ((int64_t)r * n + i) * vl, sizeof(float) * vl);
+    rc = 0;
+done:
     free(u);
     free(un);
+    free(part);
+    free(all);
     return rc;
 }
 
@@ -211,6 +235,8 @@ int cpu_forward(const cpu_model *m, cpu_seq *s, const int32_t *tokens, int n, in
                        (long long)pos0, n, (long long)s->cap);
     fwd_ctx fc = {.s = s, .f = {.n = n, .pos0 = pos0}};
     engram_round eg = {0};
+    int eg_failed = 0;
+    char eg_msg[512] = "";
     uint16_t *X = dsk_malloc(sizeof(uint16_t) * (size_t)n * sd);
     float *pi = dsk_malloc(sizeof(float) * (size_t)n * hc);
     int rc = -1;
@@ -226,10 +252,15 @@ int cpu_forward(const cpu_model *m, cpu_seq *s, const int32_t *tokens, int n, in
     for (int l = 0; l < c->n_layers; l++) {
         const layer_role *r = &c->roles[l];
         if (r->engram >= 0) {
-            if (engram_fetch_wait(eg.f, r->engram, m->eg_timeout_ms)) {
+            /* a failed read fails the call, but only after it has run (with the zero records the store
+             * leaves): the exchanges of a tensor-parallel step must stay in step on every rank */
+            if (!eg_failed && engram_fetch_wait(eg.f, r->engram, m->eg_timeout_ms)) {
                 dsk_err_ctx("layer %d: Engram rows", l);
-                goto done;
+                snprintf(eg_msg, sizeof eg_msg, "%s", dsk_err_msg());
+                eg_failed = 1;
             }
+            if (eg_failed)
+                memset(eg.rec[r->engram], 0, (size_t)n * model_engram_cols(c) * engram_record_bytes(c->engram_head_dim));
             if (engram_rows(m, l, n, eg.rec[r->engram], X))
                 goto done;
         }
@@ -249,7 +280,7 @@ int cpu_forward(const cpu_model *m, cpu_seq *s, const int32_t *tokens, int n, in
     if (logits && logits_from < n &&
         head_rows(m, X + logits_from * sd, pi + (int64_t)logits_from * hc, n - logits_from, m->norm, logits, NULL))
         goto done;
-    rc = 0;
+    rc = eg_failed ? dsk_err("%s", eg_msg) : 0;
 done:
     for (int l = 0; l < MODEL_MAX_LAYERS; l++) {
         free(fc.f.topk[l]);

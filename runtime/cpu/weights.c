@@ -274,6 +274,7 @@ int cpu_model_load(const char *dir, size_t cache_budget, cpu_model **out)
                 m->cfg.quant_method);
         goto fail;
     }
+    m->xchg = rank_xchg_single();
     if (st_open(dir, &m->st) || model_schema(&m->cfg, &sch, &n_sch))
         goto fail;
     for (int i = 0; i < n_sch; i++)

@@ -85,12 +85,10 @@ int engine_open(const engine_opts *opts, engine **out)
         free(e);
         return -1;
     }
-    engine_backend_args a = {&o, e->valid, &e->info};
-    int rc;
-    if (!strcmp(o.backend, "cpu"))
-        rc = cpu_backend_open(&a, &e->impl, &e->ops);
-    else
-        rc = dsk_err("backend '%s' is not available (this build has: cpu)", o.backend);
+    if (o.tp < 0 || o.tp > 8)
+        return dsk_err("engine: %d tensor-parallel ranks asked, 1 to 8 are possible", o.tp);
+    engine_backend_args a = {&o, e->valid, &e->info, rank_xchg_single()};
+    int rc = o.tp > 1 ? tp_backend_open(&a, &e->impl, &e->ops) : engine_local_backend_open(&a, &e->impl, &e->ops);
     if (rc) {
         free(e->valid);
         free(e);
@@ -105,6 +103,11 @@ int engine_open(const engine_opts *opts, engine **out)
     }
     *out = e;
     return 0;
+}
+
+int engine_follow(engine *e)
+{
+    return tp_backend_follow(e->impl);
 }
 
 void engine_close(engine *e)

@@ -36,6 +36,11 @@ typedef struct {
     size_t engram_cache;     /* nvme: hot-row cache bytes (default 256 MiB) */
     int engram_timeout_ms;   /* a step waits at most this long for a layer's rows (default 10000) */
     int threads;             /* cpu: worker threads (default 2; results never depend on it) */
+    int tp;                  /* tensor-parallel ranks (default 1); rank 0 starts the others itself (docs/ranks.md) */
+    const char *peer;        /* across hosts (tp 2): "HOST:PORT" rank 0 listens on and rank 1 connects to */
+    int rank;                /* with peer: this process's rank (a rank > 0 then only follows: engine_follow) */
+    int rank_timeout_ms;     /* ranks: how long to wait for the others to start or connect (default 30000) */
+    void *rank_group;        /* internal: a follower's group (runtime/ranks) */
     size_t cache_bytes;      /* cpu: decoded EXL3 weights to keep (default 4 GiB) */
 } engine_opts;
 
@@ -53,6 +58,8 @@ typedef struct {
 
 int engine_open(const engine_opts *o, engine **out);
 void engine_close(engine *e);
+/* A follower rank (opened with rank_group): run rank 0's calls until it stops; 0 on a clean stop. */
+int engine_follow(engine *e);
 const engine_info *engine_get_info(const engine *e);
 
 enum { ENGINE_SEQ_DRAFT = 1 }; /* keep the drafter's state: engine_draft may be called */

@@ -51,6 +51,7 @@ void test_topk(gpu_ctx *c);
 void test_exl3_decode(gpu_ctx *c);
 void test_exl3_mm(gpu_ctx *c);
 void test_exl3_moe(gpu_ctx *c);
+void test_cast(gpu_ctx *c);
 void test_vec_glue(gpu_ctx *c);
 void test_rows_copy(gpu_ctx *c);
 void test_compress_pool(gpu_ctx *c);

@@ -74,6 +74,7 @@ static const family_test tests[] = {
     {"stream_read", test_stream_read}, {"rmsnorm", test_rmsnorm}, {"rope", test_rope},
     {"rowmm_bf16", test_rowmm},         {"topk", test_topk},
     {"exl3_recon", test_exl3_decode},   {"exl3_mm", test_exl3_mm},   {"exl3_moe", test_exl3_moe},
+    {"cast", test_cast},
     {"vec_glue", test_vec_glue},        {"rows_copy", test_rows_copy}, {"compress_pool", test_compress_pool},
     {"engram_rows", test_engram_rows},  {"engram_gate", test_engram_gate},
 };
