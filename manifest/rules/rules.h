@@ -83,5 +83,18 @@ void rule_mhc_pre_pick(int hc, int d, rule_variant *v);
 void rule_mhc_post_pick(int hc, rule_variant *v);
 /* tap_mean: the variant for hc streams. */
 void rule_tap_mean_pick(int hc, rule_variant *v);
+/* vec_glue: 16-byte chunks per lane (1, 2, 5, 8) of a vector of `width` (at most 2048; 0 beyond), and
+ * the variant for that width and QDQ kind (runtime/common/kv_quant.h). */
+int rule_vec_glue_chunks(int width);
+void rule_vec_glue_pick(int width, int qdq, rule_variant *v);
+/* rows_copy: the one variant. */
+void rule_rows_copy_pick(rule_variant *v);
+/* compress_pool: the one variant. */
+void rule_compress_pool_pick(rule_variant *v);
+/* engram_rows: from records uploaded by the host (0) or from a device-resident table (1). */
+void rule_engram_rows_pick(int from_table, rule_variant *v);
+/* engram_gate: threads per (row, stream) block for the residual width d, and the variant. */
+int rule_engram_gate_threads(int d);
+void rule_engram_gate_pick(int d, rule_variant *v);
 
 #endif

@@ -16,6 +16,12 @@
 #include "runtime/launch/embed.h"
 #include "runtime/launch/mhc.h"
 #include "runtime/launch/tap_mean.h"
+#include "runtime/launch/compress_pool.h"
+#include "runtime/launch/engram_gate.h"
+#include "runtime/launch/engram_rows.h"
+#include "runtime/launch/rows_copy.h"
+#include "runtime/launch/vec_glue.h"
+#include "runtime/ref/rope.h"
 #include "manifest/rules/rules.h"
 
 #include <stdio.h>
@@ -301,6 +307,7 @@ static int mhc_families(const kit *k, CUstream s, CUdeviceptr big, double roof)
     }
     return 0;
 }
+static int glue_families(const kit *k, CUstream s, CUdeviceptr big, double roof);
 
 static int families(const kit *k, CUstream s, CUdeviceptr big, double roof)
 {
@@ -392,6 +399,161 @@ static int families(const kit *k, CUstream s, CUdeviceptr big, double roof)
     if (mhc_families(k, s, big, roof))
         return -1;
     return bench_kit_engine(k, s, roof);
+    return glue_families(k, s, big, roof);
+}
+
+/* The glue families (vec_glue, rows_copy, compress_pool, engram_rows, engram_gate) at the model's shapes. */
+typedef struct {
+    const kit *k;
+    CUstream s;
+    vec_glue_op op;
+    compress_pool_src pool;
+    CUdeviceptr x, y, a, b, c;
+    int rows, heads, width, n, bytes, from_table;
+} glue_ctx;
+
+static int launch_vec_glue(void *p)
+{
+    glue_ctx *g = p;
+    return op_vec_glue(g->k, g->s, &g->op, g->x, g->heads * g->width, g->y, g->heads * g->width, g->rows, g->heads,
+                       g->width);
+}
+
+static int launch_rows_copy(void *p)
+{
+    glue_ctx *g = p;
+    return op_rows_copy(g->k, g->s, g->x, g->bytes, 0, g->y, g->bytes, g->a, g->n, g->bytes);
+}
+
+static int launch_compress_pool(void *p)
+{
+    glue_ctx *g = p;
+    return op_compress_pool(g->k, g->s, &g->pool, g->a, g->y, 512, g->n, 512);
+}
+
+static int launch_engram_rows(void *p)
+{
+    glue_ctx *g = p;
+    return g->from_table ? op_engram_table_rows(g->k, g->s, g->a, g->b, g->c, g->n, 24, 256, g->y, 24 * 256)
+                         : op_engram_records(g->k, g->s, g->x, g->n, 24, 256, g->y, 24 * 256);
+}
+
+static int launch_engram_gate(void *p)
+{
+    glue_ctx *g = p;
+    return op_engram_gate(g->k, g->s, g->x, g->a, g->b, g->rows, 4, 5120, 1e-20f);
+}
+
+static int upload(CUdeviceptr d, const void *h, size_t bytes)
+{
+    CU_TRY(cu.cuMemcpyHtoD(d, h, bytes));
+    return 0;
+}
+
+static int glue_families(const kit *k, CUstream s, CUdeviceptr big, double roof)
+{
+    /* above the regions the other rows use (the first 2 GiB of the 4 GiB buffer) */
+    const CUdeviceptr in = big + (2048ull << 20), out = big + (2304ull << 20), small = big + (2560ull << 20);
+    const CUdeviceptr tab = big + (2600ull << 20), tab_sc = big + (2880ull << 20);
+    const CUdeviceptr pos = small, freqs = small + (1 << 20), idx = small + (2 << 20), w = small + (4 << 20);
+    enum { MAXR = 4096, TABLE_ROWS = 1 << 20 };
+    int32_t *hp = malloc(sizeof(int32_t) * MAXR * 2);
+    int64_t *hi = malloc(sizeof(int64_t) * 64 * 24);
+    float hf[32];
+    if (!hp || !hi) {
+        free(hp);
+        free(hi);
+        return dsk_err("bench kit: out of host memory");
+    }
+    /* positions spread over a 1M context (the angles' cost does not depend on them, the values do) */
+    dsk_rng r;
+    dsk_rng_seed(&r, 11);
+    for (int i = 0; i < MAXR; i++)
+        hp[i] = (int32_t)dsk_rng_below(&r, 1 << 20);
+    rope_params rp = {64, 160000.0, 16.0, 32, 1, 65536};
+    ref_rope_freqs(&rp, hf);
+    int rc = upload(pos, hp, sizeof(int32_t) * MAXR) || upload(freqs, hf, sizeof hf);
+    /* distinct destination rows (a ring write), shuffled; then pool entries {2g, 2g+1} */
+    for (int i = 0; i < MAXR; i++)
+        hp[i] = i;
+    for (int i = MAXR - 1; i > 0; i--) {
+        int j = (int)dsk_rng_below(&r, (uint64_t)i + 1), t = hp[i];
+        hp[i] = hp[j];
+        hp[j] = t;
+    }
+    rc = rc || upload(idx, hp, sizeof(int32_t) * MAXR);
+    for (int i = 0; i < MAXR * 2; i++)
+        hp[i] = i;
+    rc = rc || upload(idx + (1 << 20), hp, sizeof(int32_t) * MAXR * 2);
+    for (int i = 0; i < 64 * 24; i++)
+        hi[i] = (int64_t)dsk_rng_below(&r, TABLE_ROWS);
+    rc = rc || upload(idx + (2 << 20) - (64 * 24 * 8), hi, sizeof(int64_t) * 64 * 24);
+    free(hp);
+    free(hi);
+    if (rc)
+        return -1;
+    CU_TRY(cu.cuCtxSynchronize());
+    glue_ctx g = {.k = k, .s = s};
+    char shape[64];
+    /* vec_glue at its launch sites: window keys (norm, RoPE, FP8, in place), Q's RoPE (in place: only the
+     * rotated 64 of 512 dims move), index queries (RoPE, FP4/e8m0), q_norm (to another buffer) */
+    struct {
+        const char *site;
+        int heads, width, norm, rope, qdq, in_place, moved; /* moved: bytes read (= written) per vector */
+    } vg[] = {{"window key", 1, 512, 1, 64, KVQ_FP8_E4M3, 1, 1024},
+              {"Q rope", 64, 512, 0, 64, KVQ_NONE, 1, 128},
+              {"index query", 32, 128, 0, 64, KVQ_FP4_E8M0, 1, 256},
+              {"q_norm", 1, 1280, 1, 0, KVQ_NONE, 0, 2560}};
+    const int vrows[] = {1, 16, 64, 4096};
+    for (size_t si = 0; si < sizeof vg / sizeof vg[0]; si++)
+        for (int ri = 0; ri < 4; ri++) {
+            g.op = (vec_glue_op){.norm_w = vg[si].norm ? w : 0, .eps = 1e-20f, .rope_dim = vg[si].rope,
+                                 .freqs = freqs, .pos = pos, .qdq = vg[si].qdq};
+            g.x = in, g.y = vg[si].in_place ? in : out, g.rows = vrows[ri], g.heads = vg[si].heads;
+            g.width = vg[si].width;
+            snprintf(shape, sizeof shape, "%s, rows %d x %d x %d", vg[si].site, vrows[ri], vg[si].heads, vg[si].width);
+            double bytes = 2.0 * vrows[ri] * vg[si].heads * vg[si].moved + (vg[si].norm ? 2.0 * vg[si].width : 0);
+            if (row("vec_glue", shape, s, 20, launch_vec_glue, &g, bytes, roof))
+                return -1;
+        }
+    /* rows_copy: window-ring writes (512 bf16) and ratio-2 state slots (2 x 512 fp32), scattered */
+    const int crow[] = {1, 16, 64, 4096}, cbytes[] = {1024, 4096};
+    for (int bi = 0; bi < 2; bi++)
+        for (int ri = 0; ri < 4; ri++) {
+            g.x = in, g.y = out, g.a = idx, g.n = crow[ri], g.bytes = cbytes[bi];
+            snprintf(shape, sizeof shape, "rows %d of %d B, scattered", crow[ri], cbytes[bi]);
+            if (row("rows_copy", shape, s, 20, launch_rows_copy, &g, 2.0 * crow[ri] * cbytes[bi] + 4.0 * crow[ri], roof))
+                return -1;
+        }
+    /* compress_pool: groups of 512 channels from a round's [rows][a | s] */
+    const int groups[] = {1, 16, 64, 2048};
+    for (int gi = 0; gi < 4; gi++) {
+        g.pool = (compress_pool_src){in, in + 2048, 1024, out, out + 2048, 1024};
+        g.a = idx + (1 << 20), g.y = out + (64 << 20), g.n = groups[gi];
+        snprintf(shape, sizeof shape, "%d groups x 512", groups[gi]);
+        if (row("compress_pool", shape, s, 20, launch_compress_pool, &g, groups[gi] * (16.0 * 512 + 2.0 * 512), roof))
+            return -1;
+    }
+    /* engram_rows: positions x 24 rows of 256, from records and from a device table of 1M rows */
+    const int epos[] = {1, 16, 64};
+    for (int t = 0; t < 2; t++)
+        for (int pi = 0; pi < 3; pi++) {
+            g.from_table = t, g.x = in, g.a = tab, g.b = tab_sc, g.c = idx + (2 << 20) - (64 * 24 * 8);
+            g.y = out, g.n = epos[pi];
+            snprintf(shape, sizeof shape, "%s, %d positions x 24 x 256", t ? "table" : "records", epos[pi]);
+            if (row("engram_rows", shape, s, 20, launch_engram_rows, &g, epos[pi] * 24.0 * (264 + 512), roof))
+                return -1;
+        }
+    /* engram_gate at d = 5120, 4 streams */
+    const int grows[] = {1, 16, 64, 4096};
+    for (int ri = 0; ri < 4; ri++) {
+        g.x = out, g.a = in, g.b = small + (8 << 20), g.rows = grows[ri];
+        snprintf(shape, sizeof shape, "rows %d x 4 x 5120", grows[ri]);
+        double bytes = grows[ri] * (2.0 * 2 * 4 * 5120 + 2.0 * 5 * 5120) + 4.0 * 4 * 5120;
+        if (row("engram_gate", shape, s, 20, launch_engram_gate, &g, bytes, roof))
+            return -1;
+    }
+    return 0;
 }
 
 int bench_kit(int argc, char **argv)

@@ -3,7 +3,7 @@
 #include "runtime/common/error.h"
 #include "runtime/common/numerics.h"
 #include "runtime/cpu/compressor.h"
-#include "runtime/ref/kvquant.h"
+#include "runtime/ref/vec_glue.h"
 #include "runtime/cpu/layers.h"
 
 #include <math.h>
@@ -51,10 +51,9 @@ int attn_window_keys(const model_config *c, const block_weights *b, const uint16
 {
     if (linear_bf16(&b->wkv, xn, n, kv))
         return -1;
-    ref_rmsnorm_bf16(kv, b->kv_norm, kv, n, c->head_dim, c->norm_eps);
-    rope_apply_rows(kv, n, 1, c->head_dim, c->rope_head_dim, rope, 0);
-    for (int i = 0; i < n; i++)
-        kvq_fp8_e4m3(kv + (int64_t)i * c->head_dim, c->head_dim);
+    const ref_vec_glue_op op = {.norm_w = b->kv_norm, .eps = c->norm_eps, .rope_dim = c->rope_head_dim,
+                                .cos_sin = rope, .qdq = KVQ_FP8_E4M3};
+    ref_vec_glue(kv, c->head_dim, kv, c->head_dim, n, 1, c->head_dim, &op);
     return 0;
 }
 

@@ -72,5 +72,10 @@ void test_mhc_mix(gpu_ctx *c);
 void test_mhc_pre(gpu_ctx *c);
 void test_mhc_post(gpu_ctx *c);
 void test_tap_mean(gpu_ctx *c);
+void test_vec_glue(gpu_ctx *c);
+void test_rows_copy(gpu_ctx *c);
+void test_compress_pool(gpu_ctx *c);
+void test_engram_rows(gpu_ctx *c);
+void test_engram_gate(gpu_ctx *c);
 
 #endif

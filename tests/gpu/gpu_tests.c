@@ -107,6 +107,8 @@ static const family_test tests[] = {
     {"sample", test_sample},            {"dspark_conf", test_dspark_conf},
     {"embed", test_embed},              {"mhc_mix", test_mhc_mix},   {"mhc_pre", test_mhc_pre},
     {"mhc_post", test_mhc_post},        {"tap_mean", test_tap_mean},
+    {"vec_glue", test_vec_glue},        {"rows_copy", test_rows_copy}, {"compress_pool", test_compress_pool},
+    {"engram_rows", test_engram_rows},  {"engram_gate", test_engram_gate},
 };
 
 int main(int argc, char **argv)

@@ -6,6 +6,7 @@
 #include "manifest/rules/rules.h"
 #include "runtime/common/error.h"
 #include "runtime/mkmodel/mkmodel.h"
+#include "runtime/common/kv_quant.h"
 #include "runtime/model/schema.h"
 #include "tests/common/test_util.h"
 
@@ -53,6 +54,48 @@ static void expect_topk(sweep *s, const char *why, long N, int k_cap)
     rule_variant v;
     rule_topk_pick((int)N, N < k_cap ? (int)N : k_cap, &v);
     expect(s, why, v.family, v.params, N);
+}
+
+static void expect_vec_glue(sweep *s, const char *why, int width, int qdq)
+{
+    rule_variant v;
+    rule_vec_glue_pick(width, qdq, &v);
+    expect(s, why, v.family, v.params, width);
+}
+
+/* The glue launches of every layer, backbone and DSpark stages, by what the layer does (model.md §3.5,
+ * §3.3, §3.9): vec_glue at its widths and QDQ kinds, rows_copy, compress_pool, engram_rows, engram_gate. */
+static void sweep_glue(sweep *s, const model_config *c)
+{
+    rule_variant v;
+    for (int L = 0; L < c->n_all_layers; L++) {
+        const layer_role *r = &c->roles[L];
+        expect_vec_glue(s, "window keys / DSpark main KV", c->head_dim, KVQ_FP8_E4M3);
+        expect_vec_glue(s, "q_norm", c->q_lora_rank, KVQ_NONE);
+        expect_vec_glue(s, "Q RoPE", c->head_dim, KVQ_NONE);
+        expect_vec_glue(s, "o inverse RoPE", c->head_dim, KVQ_NONE);
+        rule_rows_copy_pick(&v);
+        expect(s, "window ring write", v.family, v.params, L);
+        if (r->is_kv_source) {
+            expect_vec_glue(s, "compressor norm", c->head_dim, KVQ_NONE);
+            expect_vec_glue(s, "compressed latent", c->head_dim, KVQ_FP4_E4M3);
+            expect_vec_glue(s, "index key", c->index_head_dim, KVQ_FP4_E8M0);
+            if (r->ratio == 2) {
+                rule_compress_pool_pick(&v);
+                expect(s, "ratio-2 pooling", v.family, v.params, L);
+            }
+        }
+        if (r->is_index_source)
+            expect_vec_glue(s, "index query", c->index_head_dim, KVQ_FP4_E8M0);
+        if (r->engram >= 0) {
+            for (int t = 0; t < 2; t++) {
+                rule_engram_rows_pick(t, &v);
+                expect(s, "Engram rows", v.family, v.params, L);
+            }
+            rule_engram_gate_pick(c->dim, &v);
+            expect(s, "Engram gate", v.family, v.params, c->dim);
+        }
+    }
 }
 
 /* Every launch site of the config's layers, one shape at a time. */
@@ -146,6 +189,7 @@ static void sweep_config(const model_config *c, const char *name, const need_lis
                 }
         }
     }
+    sweep_glue(&s, c);
     assert_int_equal(s.misses, 0);
 }
 
