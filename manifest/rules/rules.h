@@ -44,4 +44,11 @@ void rule_exl3_split(int k, int n, int *qb, int *groups);
  * returns how many there are. */
 int rule_exl3_variants(int K, int codebook, int max_rows, int moe, rule_variant *out, int cap);
 
+/* sparse_attn: the variant for head_dim (128 or 512) in a mode: 0 the whole list per CTA, 1-3 the steps
+ * of the list split per 64-entry block (scores, values, merge); both give a row the same bits. */
+void rule_sparse_attn_pick(int head_dim, int mode, rule_variant *v);
+/* Whether a launch of `rows` rows of `heads` heads with lists of at most max_list entries splits them
+ * (flash-decoding: few rows) or walks each list in one CTA. */
+int rule_sparse_attn_split(int rows, int heads, int max_list);
+
 #endif
