@@ -325,16 +325,21 @@ void test_sparse_attn(gpu_ctx *c)
     };
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const attn_shape *sh = &shapes[si];
+        /* the emulator's small run: the release shape at 1 and 2 rows and one DSpark block only */
         int small = sparse_attn_tests_small && si == 0;
         const int nrows[] = {1, 2, 7, 16, 64};
         for (size_t ri = 0; ri < (small ? 2 : sizeof nrows / sizeof nrows[0]); ri++)
             check_round(c, &r, sh, nrows[ri], nrows[ri] < 4 ? nrows[ri] : 4, 0, 1, nrows[ri] == 7 ? 3 : -1);
-        check_round(c, &r, sh, small ? 3 : 16, 3, 0, 0, -1); /* no inverse RoPE */
-        /* a prompt chunk of one sequence */
-        check_round(c, &r, sh, si == 0 ? (small ? 24 : 320) : (sparse_attn_tests_small ? 256 : 2048), 1, 0, 1, -1);
-        check_round(c, &r, sh, 5, 1, 1, 1, -1);                  /* one DSpark block */
-        check_round(c, &r, sh, 15, 3, 1, 1, -1);                 /* three sequences' blocks */
-        check_round(c, &r, sh, 15, 3, 1, 0, -1);
+        if (!small) {
+            check_round(c, &r, sh, 16, 3, 0, 0, -1); /* no inverse RoPE */
+            /* a prompt chunk of one sequence */
+            check_round(c, &r, sh, si == 0 ? 320 : sparse_attn_tests_small ? 256 : 2048, 1, 0, 1, -1);
+        }
+        check_round(c, &r, sh, 5, 1, 1, 1, -1); /* one DSpark block */
+        if (!small) {
+            check_round(c, &r, sh, 15, 3, 1, 1, -1); /* three sequences' blocks */
+            check_round(c, &r, sh, 15, 3, 1, 0, -1);
+        }
         check_refusals(c, &r, sh);
     }
 }
