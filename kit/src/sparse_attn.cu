@@ -73,39 +73,56 @@ __device__ __forceinline__ row_list row_list_of(const attn_args &A, int r)
     return L;
 }
 
-// Entry i's key row; entries past the end read entry 0 (a valid row; their probability is 0).
-__device__ __forceinline__ const u16 *entry_key(const row_list &L, int i)
+// The selection value entry i needs (0 when it needs none): loaded a block ahead of its use, so the
+// address of a block's keys never waits on memory.
+__device__ __forceinline__ int entry_sel(const row_list &L, int i)
+{
+    return L.sel && i >= L.nw && i < L.n ? L.sel[i - L.nw] : 0;
+}
+
+// entry_sel of this thread's entry of block b (threads 0..63 address a block).
+__device__ __forceinline__ int block_sel(const row_list &L, int b)
+{
+    return threadIdx.x < BLK ? entry_sel(L, b * BLK + threadIdx.x) : 0;
+}
+
+// Entry i's key row (sv: its entry_sel), or null past the end of the list (that row is zeros).
+__device__ __forceinline__ const u16 *entry_key(const row_list &L, int i, int sv)
 {
     if (i >= L.n)
-        i = 0;
+        return nullptr;
     if (i < L.nw) {
         int p = L.m.win_lo + i;
         if (p >= L.m.call_pos0)
             return L.kv_call + (i64)(L.m.call_row0 + (p - L.m.call_pos0)) * HD;
         return L.kv_ring + (i64)(L.m.ring_base + p % L.ring) * HD;
     }
-    int j = i - L.nw;
-    return L.kv2 + (i64)(L.m.base2 + (L.sel ? L.sel[j] : j)) * HD;
+    return L.kv2 + (i64)(L.m.base2 + (L.sel ? sv : i - L.nw)) * HD;
 }
 
 // 16-byte chunk c of key row e sits at chunk c ^ swz(e) of its shared-memory row: the QK loads (rows 2i, 2i+1,
 // four chunks each per 8 lanes) and the transposing loads (8 rows, one chunk) both hit 8 distinct bank groups.
 __device__ __forceinline__ int swz(int e) { return ((e & 1) << 2) | ((e >> 1) & 3); }
 
-// Threads 0..63 write the key addresses of block b's entries.
-__device__ __forceinline__ void block_addrs(const row_list &L, int b, const u16 **addr)
+// Threads 0..63 write the key addresses of block b's entries (sv: block_sel(L, b)).
+__device__ __forceinline__ void block_addrs(const row_list &L, int b, const u16 **addr, int sv)
 {
     if (threadIdx.x < BLK)
-        addr[threadIdx.x] = entry_key(L, b * BLK + threadIdx.x);
+        addr[threadIdx.x] = entry_key(L, b * BLK + threadIdx.x, sv);
 }
 
-// Issue the copies of one block's keys into a stage (the addresses written before a barrier).
+// Issue the copies of one block's keys into a stage (the addresses written before a barrier); rows past
+// the list are zeroed instead, so their zero probabilities multiply zeros.
 __device__ __forceinline__ void issue_keys(u16 *stage, const u16 *const *addr)
 {
 #pragma unroll
     for (int k = 0; k < BLK * CPR / NT; k++) {
         int c = threadIdx.x + k * NT, e = c / CPR, cc = c % CPR;
-        sa_cp16(stage + e * HD + ((cc ^ swz(e)) << 3), addr[e] + (cc << 3));
+        u16 *dst = stage + e * HD + ((cc ^ swz(e)) << 3);
+        if (addr[e])
+            sa_cp16(dst, addr[e] + (cc << 3));
+        else
+            *(uint4 *)dst = make_uint4(0, 0, 0, 0);
     }
 }
 
@@ -281,9 +298,9 @@ __device__ __forceinline__ void attend_whole(const attn_args &A)
     if (nblk > 0) {
         uint4 qa[DPW / 32], qb[DPW / 32];
         load_q(A, r, h0, qa, qb);
-        block_addrs(L, 0, kaddr);
-        if (nblk > 1)
-            block_addrs(L, 1, kaddr + BLK);
+        block_addrs(L, 0, kaddr, block_sel(L, 0));
+        block_addrs(L, 1, kaddr + BLK, block_sel(L, 1));
+        int sv_next = block_sel(L, 2); // in flight during block 0
         __syncthreads();
         issue_keys(kst, kaddr);
         sa_cp_commit();
@@ -305,8 +322,10 @@ __device__ __forceinline__ void attend_whole(const attn_args &A)
             rmax = rnew;
             if (threadIdx.x % TPH == 0)
                 fac[sm_head()] = alpha;
-            if (b + 2 < nblk)
-                block_addrs(L, b + 2, kaddr + (b & 1) * BLK);
+            if (b + 2 < nblk) {
+                block_addrs(L, b + 2, kaddr + (b & 1) * BLK, sv_next);
+                sv_next = block_sel(L, b + 3);
+            }
             __syncthreads();
             float bs[DPW / 8][4];
             pv_block(stage, ps, bs);
@@ -362,7 +381,7 @@ __device__ __forceinline__ void split_scores(const attn_args &A)
     const row_list L = row_list_of(A, r);
     if (b * BLK >= L.n)
         return;
-    block_addrs(L, b, kaddr);
+    block_addrs(L, b, kaddr, block_sel(L, b));
     __syncthreads();
     issue_keys(kst, kaddr);
     sa_cp_commit();
@@ -398,7 +417,7 @@ __device__ __forceinline__ void split_values(const attn_args &A)
     const row_list L = row_list_of(A, r);
     if (b * BLK >= L.n)
         return;
-    block_addrs(L, b, kaddr);
+    block_addrs(L, b, kaddr, block_sel(L, b));
     __syncthreads();
     issue_keys(kst, kaddr);
     sa_cp_commit();

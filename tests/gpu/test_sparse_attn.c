@@ -322,17 +322,21 @@ void test_sparse_attn(gpu_ctx *c)
     const attn_shape shapes[] = {
         {"release", 64, 512, 64, 128, 512, 2048, {64, 160000.0, 16.0, 32, 1, 65536}},
         {"tiny", 8, 128, 32, 8, 4, 24, {32, 10000.0, 0, 32, 1, 0}},
+        /* the tiny preset's heads with the release's list lengths: head_dim 128 over several blocks */
+        {"hd128-long", 8, 128, 32, 128, 512, 2048, {32, 160000.0, 16.0, 32, 1, 65536}},
     };
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const attn_shape *sh = &shapes[si];
-        /* the emulator's small run: the release shape at 1 and 2 rows and one DSpark block only */
+        /* the emulator's small run: the release shape at 1 and 2 rows and one DSpark block only, the
+         * head_dim 128 shapes with a 256-row prompt chunk */
         int small = sparse_attn_tests_small && si == 0;
         const int nrows[] = {1, 2, 7, 16, 64};
         for (size_t ri = 0; ri < (small ? 2 : sizeof nrows / sizeof nrows[0]); ri++)
             check_round(c, &r, sh, nrows[ri], nrows[ri] < 4 ? nrows[ri] : 4, 0, 1, nrows[ri] == 7 ? 3 : -1);
         if (!small) {
             check_round(c, &r, sh, 16, 3, 0, 0, -1); /* no inverse RoPE */
-            /* a prompt chunk of one sequence */
+            /* a prompt chunk of one sequence: enough outputs that an fp32 ulp of difference between the
+             * forms shows through the bf16 rounding */
             check_round(c, &r, sh, si == 0 ? 320 : sparse_attn_tests_small ? 256 : 2048, 1, 0, 1, -1);
         }
         check_round(c, &r, sh, 5, 1, 1, 1, -1); /* one DSpark block */
