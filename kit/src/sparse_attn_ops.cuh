@@ -1,6 +1,6 @@
 // The asm-backed primitives of the sparse_attn kernels, each a small function: the bf16 tensor-core mma,
 // the transposing shared-memory fragment load, and 16-byte cp.async. Under DSK_EMU (the CPU emulator)
-// the mma and the copies come from the emulator, and the transposing load is built from shuffles.
+// each has a twin with the same semantics.
 #pragma once
 #include "dskit_kernel.cuh"
 
@@ -41,8 +41,17 @@ __device__ __forceinline__ void sa_cp_commit() { asm volatile("cp.async.commit_g
 // Wait until at most N of this thread's committed copy groups are still in flight.
 template <int N> __device__ __forceinline__ void sa_cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 #else
-// The emulator's twin of the transposing load, from shuffles: matrix i's rows 2q and 2q+1 are the
-// addresses lanes 8i+2q and 8i+2q+1 gave; this lane takes column g of both.
+// Under the emulator (tests/emu, docs/emulator.md): the kit's own twins of the mma and of cp.async, and
+// the transposing load built from shuffles (the emulator has no ldmatrix): matrix i's rows 2q and 2q+1
+// are the addresses lanes 8i+2q and 8i+2q+1 gave; this lane takes column g of both.
+#include "dsk_mma.cuh"
+__device__ __forceinline__ void sa_mma_bf16(float *d, const u32 *a, u32 b0, u32 b1)
+{
+    dsk_mma_16816_bf16(d, a[0], a[1], a[2], a[3], b0, b1);
+}
+__device__ __forceinline__ void sa_cp16(void *smem, const void *g) { dsk_cp_async16(dsk_smem_addr(smem), g); }
+__device__ __forceinline__ void sa_cp_commit() { dsk_cp_async_commit(); }
+template <int N> __device__ __forceinline__ void sa_cp_wait() { dsk_cp_async_wait<N>(); }
 __device__ __forceinline__ void sa_ldsm_x4_trans(u32 *r, const void *row)
 {
     const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
