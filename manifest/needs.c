@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Rows of a sparse attention launch swept (a prompt chunk has at most this many). */
+#define SPARSE_ATTN_NEEDS_ROWS 4096
+
 /* Add a rule's pick unless already listed. */
 static int add_variant(need_list *l, const char *why, const rule_variant *v)
 {
@@ -198,6 +201,19 @@ int needs_for_model(const model_config *c, const needs_settings *s, need_list *o
         rc |= add_variant(out, "Engram rows from a device-resident table", &v);
         rule_engram_gate_pick(c->dim, &v);
         rc |= add_variant(out, "Engram gate", &v);
+    }
+    /* sparse attention: each layer's lists (the window, plus the top-k on ratio > 0 layers, plus a block on
+     * the DSpark stages) at every row count of a decode round or a prompt chunk; the whole-list form or the
+     * three steps of the split form, as rule_sparse_attn_split decides */
+    for (int l = 0; l < c->n_layers + (c->n_mtp_layers > 0); l++) {
+        int list = c->window_size + (l == c->n_layers ? c->dspark_block_size : c->roles[l].ratio > 0 ? c->index_topk : 0);
+        for (int rows = 1; rows <= SPARSE_ATTN_NEEDS_ROWS; rows++) {
+            int split = rule_sparse_attn_split(rows, c->n_heads, list);
+            for (int mode = split ? 1 : 0; mode <= (split ? 3 : 0); mode++) {
+                rule_sparse_attn_pick(c->head_dim, mode, &v);
+                rc |= add_variant(out, "sparse attention", &v);
+            }
+        }
     }
     if (rc) {
         need_list_free(out);

@@ -96,5 +96,11 @@ void rule_engram_rows_pick(int from_table, rule_variant *v);
 /* engram_gate: threads per (row, stream) block for the residual width d, and the variant. */
 int rule_engram_gate_threads(int d);
 void rule_engram_gate_pick(int d, rule_variant *v);
+/* sparse_attn: the variant for head_dim (128 or 512) in a mode: 0 the whole list per CTA, 1-3 the steps
+ * of the list split per 64-entry block (scores, values, merge); both give a row the same bits. */
+void rule_sparse_attn_pick(int head_dim, int mode, rule_variant *v);
+/* Whether a launch of `rows` rows of `heads` heads with lists of at most max_list entries splits them
+ * (flash-decoding: few rows) or walks each list in one CTA. */
+int rule_sparse_attn_split(int rows, int heads, int max_list);
 
 #endif

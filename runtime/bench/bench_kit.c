@@ -11,6 +11,8 @@
 #include "runtime/launch/rmsnorm.h"
 #include "runtime/launch/rope.h"
 #include "runtime/launch/rowmm.h"
+#include "runtime/launch/sparse_attn.h"
+#include "kit/src/sparse_attn_abi.cuh"
 #include "runtime/launch/stream_read.h"
 #include "runtime/launch/topk.h"
 #include "runtime/launch/embed.h"
@@ -24,6 +26,7 @@
 #include "runtime/ref/rope.h"
 #include "manifest/rules/rules.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -308,9 +311,101 @@ static int mhc_families(const kit *k, CUstream s, CUdeviceptr big, double roof)
     return 0;
 }
 static int glue_families(const kit *k, CUstream s, CUdeviceptr big, double roof);
+typedef struct {
+    const kit *k;
+    CUstream s;
+    sparse_attn_args a;
+    int split;
+} attn_bench;
+
+static int launch_attn(void *p)
+{
+    attn_bench *b = p;
+    return op_sparse_attn_form(b->k, b->s, &b->a, b->split);
+}
+
+/* sparse_attn at the release shape (64 heads x 512, RoPE 64, window 128): decode rounds of rows from
+ * distinct sequences deep into a long context (each row its own ring and 2048 compressed rows, lists of the
+ * window only or the window + 512 selected), both forms; a 4096-row prompt chunk of one sequence (window
+ * from the chunk, 512 of ~50k compressed rows per row). GB/s: the keys the lists read, against the roofline. */
+static int bench_sparse_attn(const kit *k, CUstream s, CUdeviceptr big, double roof)
+{
+    enum { H = 64, HD = 512, W = 128, TOPK = 512, RING = W + 8, POOL = 2048, PROMPT = 4096 };
+    CUdeviceptr q = big, out = big + (256ull << 20), pool = big + (512ull << 20), ring = big + (768ull << 20),
+                call = big + (800ull << 20), meta = big + (900ull << 20), sel = big + (901ull << 20),
+                sink = big + (920ull << 20), freqs = big + (921ull << 20), ws = big + (1024ull << 20);
+    sparse_attn_row *m = malloc(sizeof(sparse_attn_row) * PROMPT);
+    int32_t *ix = malloc(sizeof(int32_t) * (size_t)PROMPT * TOPK);
+    float *f = malloc(sizeof(float) * H);
+    if (!m || !ix || !f) {
+        free(m), free(ix), free(f);
+        return dsk_err("bench kit: out of host memory");
+    }
+    dsk_rng r;
+    dsk_rng_seed(&r, 11);
+    for (int h = 0; h < H; h++)
+        f[h] = 0.5f;
+    CUresult cr = cu.cuMemcpyHtoD(sink, f, sizeof(float) * H);
+    for (int i = 0; i < 32; i++)
+        f[i] = powf(10000.0f, -(float)i / 32.0f);
+    if (cr == CUDA_SUCCESS)
+        cr = cu.cuMemcpyHtoD(freqs, f, sizeof(float) * 32);
+    free(f);
+    attn_bench b = {.k = k, .s = s};
+    b.a = (sparse_attn_args){.q = q, .kv_call = call, .kv_ring = ring, .kv2 = pool, .sel = sel, .rows_desc = meta,
+                             .sink = sink, .freqs = freqs, .out = out, .ws = ws, .ws_bytes = 3ull << 30, .heads = H,
+                             .head_dim = HD, .ring = RING, .sel_ld = TOPK, .rope_dim = 64};
+    char shape[64];
+    int rc = 0;
+    for (int prompt = 0; prompt < 2 && rc == 0 && cr == CUDA_SUCCESS; prompt++) {
+        const int decode_rows[] = {1, 4, 16, 64}, prompt_rows[] = {PROMPT};
+        for (int ri = 0; ri < (prompt ? 1 : 4) && rc == 0; ri++)
+            for (int nsel = prompt ? TOPK : 0; nsel <= TOPK && rc == 0; nsel += TOPK) {
+                int rows = prompt ? prompt_rows[ri] : decode_rows[ri];
+                int64_t reach = prompt ? (100000 + rows) / 2 : POOL; /* compressed rows a row selects from */
+                for (int i = 0; i < rows; i++) {
+                    int pos = 100000 + (prompt ? i : 0);
+                    m[i] = (sparse_attn_row){.pos = pos, .win_lo = pos - W + 1, .win_hi = pos,
+                                             .call_pos0 = prompt ? 100000 : pos, .call_row0 = prompt ? 0 : i,
+                                             .ring_base = prompt ? 0 : i * RING, .base2 = prompt ? 0 : i * POOL,
+                                             .nsel = nsel};
+                    int got = 0; /* nsel ascending distinct rows of the reachable ones */
+                    for (int64_t j = 0; j < reach && got < nsel; j++)
+                        if ((int64_t)dsk_rng_below(&r, (uint64_t)(reach - j)) < nsel - got)
+                            ix[(size_t)i * TOPK + got++] = (int32_t)j;
+                }
+                if ((cr = cu.cuMemcpyHtoD(meta, m, sizeof(sparse_attn_row) * (size_t)rows)) != CUDA_SUCCESS ||
+                    (cr = cu.cuMemcpyHtoD(sel, ix, sizeof(int32_t) * (size_t)rows * TOPK)) != CUDA_SUCCESS ||
+                    (cr = cu.cuCtxSynchronize()) != CUDA_SUCCESS)
+                    break;
+                b.a.rows = rows, b.a.max_list = W + TOPK;
+                double bytes = (double)rows * (W + nsel) * HD * 2;
+                int rule = rule_sparse_attn_split(rows, H, b.a.max_list);
+                for (int form = 0; form < (prompt ? 1 : 2) && rc == 0; form++) {
+                    b.split = prompt ? 0 : form;
+                    snprintf(shape, sizeof shape, "%s %d, list %d, %s%s", prompt ? "prompt" : "rows", rows, W + nsel,
+                             b.split ? "split" : "whole", b.split == rule ? " (rule)" : "");
+                    rc = row("sparse_attn", shape, s, 10, launch_attn, &b, bytes, roof);
+                }
+            }
+    }
+    free(m);
+    free(ix);
+    if (cr != CUDA_SUCCESS)
+        return dsk_cu_fail(cr, "bench kit: sparse_attn inputs");
+    return rc;
+}
+
+/* `dskit bench kit KIT --only FAMILY`: that family's rows alone (a kit holding it and stream_read will do). */
+static const char *bench_only;
 
 static int families(const kit *k, CUstream s, CUdeviceptr big, double roof)
 {
+    if (bench_only) {
+        if (!strcmp(bench_only, "sparse_attn"))
+            return bench_sparse_attn(k, s, big, roof);
+        return dsk_err("bench kit: --only %s: a family with its own rows is one of: sparse_attn", bench_only);
+    }
     launch_ctx c = {.k = k, .s = s};
     char shape[64];
     printf("\n%-12s %-42s %10s %10s %10s %8s\n", "family", "shape", "eager us", "graph us", "GB/s", "roof");
@@ -553,6 +648,8 @@ static int glue_families(const kit *k, CUstream s, CUdeviceptr big, double roof)
         if (row("engram_gate", shape, s, 20, launch_engram_gate, &g, bytes, roof))
             return -1;
     }
+    if (bench_sparse_attn(k, s, big, roof))
+        return -1;
     return 0;
 }
 
@@ -565,8 +662,10 @@ int bench_kit(int argc, char **argv)
         }
         return 0;
     }
-    if (argc != 2 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: dskit bench kit KIT\n");
+    if (argc == 4 && !strcmp(argv[2], "--only"))
+        bench_only = argv[3];
+    else if (argc != 2 || argv[1][0] == '-') {
+        fprintf(stderr, "usage: dskit bench kit KIT [--only FAMILY]\n");
         return 2;
     }
     const char *path = argv[1];

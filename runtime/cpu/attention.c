@@ -96,14 +96,6 @@ done:
     return rc;
 }
 
-/* The window key of position p: this call's row, or the ring slot of a committed position. */
-static const uint16_t *window_key(const cpu_seq *s, int l, const uint16_t *kv, int64_t pos0, int64_t p, int hd)
-{
-    if (p >= pos0)
-        return kv + (p - pos0) * hd;
-    return s->win[l] + (p % s->ring) * hd;
-}
-
 int attention_layer(const cpu_model *m, cpu_seq *s, fwd_call *f, int l, const uint16_t *xn, uint16_t *out)
 {
     const model_config *c = &m->cfg;
@@ -132,17 +124,14 @@ int attention_layer(const cpu_model *m, cpu_seq *s, fwd_call *f, int l, const ui
         goto done;
     if (r->is_index_source && indexer_rows(m, s, f, l, xn, q_lat))
         goto done;
-    const uint16_t *ckv = r->ratio > 0 ? s->ckv[r->kv_source] : NULL;
+    /* the canonical list: window keys from this call at and after pos0, from the ring before it; then the
+     * row's selected compressed rows of the kv source */
+    ref_attn_keys src = {.call = kv, .call_pos0 = pos0, .ring = s->win[l], .ring_slots = s->ring,
+                         .rows2 = r->ratio > 0 ? s->ckv[r->kv_source] : NULL, .hd = hd};
     for (int i = 0; i < n; i++) {
         int64_t p = pos0 + i, first = p - W + 1 < 0 ? 0 : p - W + 1;
-        int nk = 0;
-        for (int64_t t = first; t <= p; t++)
-            keys[nk++] = window_key(s, l, kv, pos0, t, hd);
-        if (r->ratio > 0) {
-            const int32_t *sel = f->topk[r->topk_source] + (int64_t)i * c->index_topk;
-            for (int k = 0; k < f->topk_n[r->topk_source][i]; k++)
-                keys[nk++] = ckv + (int64_t)sel[k] * hd;
-        }
+        const int32_t *sel = r->ratio > 0 ? f->topk[r->topk_source] + (int64_t)i * c->index_topk : NULL;
+        int nk = ref_attn_list(&src, first, p, sel, r->ratio > 0 ? f->topk_n[r->topk_source][i] : 0, keys);
         sparse_attention_row(q + (int64_t)i * H * hd, H, hd, keys, nk, b->attn_sink + sp.h0, o + (int64_t)i * H * hd);
     }
     if (attn_output(m, b, o, n, rope, out))

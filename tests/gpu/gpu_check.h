@@ -77,5 +77,6 @@ void test_rows_copy(gpu_ctx *c);
 void test_compress_pool(gpu_ctx *c);
 void test_engram_rows(gpu_ctx *c);
 void test_engram_gate(gpu_ctx *c);
+void test_sparse_attn(gpu_ctx *c);
 
 #endif

@@ -109,6 +109,7 @@ static const family_test tests[] = {
     {"mhc_post", test_mhc_post},        {"tap_mean", test_tap_mean},
     {"vec_glue", test_vec_glue},        {"rows_copy", test_rows_copy}, {"compress_pool", test_compress_pool},
     {"engram_rows", test_engram_rows},  {"engram_gate", test_engram_gate},
+    {"sparse_attn", test_sparse_attn},
 };
 
 int main(int argc, char **argv)

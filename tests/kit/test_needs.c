@@ -190,6 +190,23 @@ static void sweep_config(const model_config *c, const char *name, const need_lis
         }
     }
     sweep_glue(&s, c);
+    /* sparse attention: every layer's list length (window, + top-k at ratio > 0, + a DSpark block) at 1 ..
+     * a prompt chunk of rows; the launcher's form (whole, or the three split steps) by the rule */
+    for (int L = 0; L < c->n_layers + (c->n_mtp_layers > 0); L++) {
+        int list = c->window_size;
+        if (L == c->n_layers)
+            list += c->dspark_block_size;
+        else if (c->roles[L].ratio > 0)
+            list += c->index_topk;
+        for (int rows = 1; rows <= 4096; rows++) {
+            int split = rule_sparse_attn_split(rows, c->n_heads, list);
+            for (int mode = split; mode <= 3 * split; mode++) {
+                rule_variant v;
+                rule_sparse_attn_pick(c->head_dim, mode, &v);
+                expect(&s, "sparse attention", v.family, v.params, rows);
+            }
+        }
+    }
     assert_int_equal(s.misses, 0);
 }
 
