@@ -20,6 +20,8 @@ typedef struct {
  * (a test program, not a library). */
 CUdeviceptr dev_upload(const void *host, size_t bytes);
 CUdeviceptr dev_alloc(size_t bytes);
+/* Copy host data into an existing device buffer (waits for the tests' stream first). */
+void dev_upload_to(CUdeviceptr d, const void *host, size_t bytes);
 void dev_download(void *host, CUdeviceptr d, size_t bytes);
 void dev_free(CUdeviceptr d);
 /* Fill with a byte value (poisons outputs between runs that reuse them). */
@@ -78,5 +80,7 @@ void test_compress_pool(gpu_ctx *c);
 void test_engram_rows(gpu_ctx *c);
 void test_engram_gate(gpu_ctx *c);
 void test_sparse_attn(gpu_ctx *c);
+void test_engine(gpu_ctx *c);
+void test_engine_exact(gpu_ctx *c);
 
 #endif

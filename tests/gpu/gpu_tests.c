@@ -40,6 +40,13 @@ CUdeviceptr dev_upload(const void *host, size_t bytes)
     return d;
 }
 
+void dev_upload_to(CUdeviceptr d, const void *host, size_t bytes)
+{
+    cu_must(cu.cuCtxSynchronize(), "cuCtxSynchronize");
+    cu_must(cu.cuMemcpyHtoD(d, host, bytes), "cuMemcpyHtoD");
+    cu_must(cu.cuCtxSynchronize(), "cuCtxSynchronize");
+}
+
 void dev_download(void *host, CUdeviceptr d, size_t bytes)
 {
     /* the copy runs on the legacy stream, which does not wait for the tests' non-blocking stream */
@@ -110,6 +117,8 @@ static const family_test tests[] = {
     {"vec_glue", test_vec_glue},        {"rows_copy", test_rows_copy}, {"compress_pool", test_compress_pool},
     {"engram_rows", test_engram_rows},  {"engram_gate", test_engram_gate},
     {"sparse_attn", test_sparse_attn},
+    {"engine", test_engine},
+    {"engine_exact", test_engine_exact}, /* the GPU against itself: batched, chunked == alone */ /* the whole model, layer by layer against the CPU (DSKIT_TEST_MODEL) */
 };
 
 int main(int argc, char **argv)
@@ -127,6 +136,7 @@ int main(int argc, char **argv)
     printf("GPU 0: %s (cc %d.%d, %d SMs); kit %s loaded in %.3f s (%d kernels)\n", g.name, g.cc_major, g.cc_minor,
            g.sms, argv[1], dsk_now() - t0, kit_nkernels(k));
     gpu_ctx c = {.k = k, .g = &g};
+    setenv("DSKIT_TEST_KIT", argv[1], 0); /* the engine test opens the kit itself, through the backend */
     cu_must(cu.cuStreamCreate(&c.s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         int run = argc == 2;
