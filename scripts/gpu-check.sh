@@ -21,9 +21,10 @@ grep -E "^(PASS|FAIL) +engine" "$out/gpu.log" | head -20
 step "dskit run, both backends, greedy, the same prompt"
 ids="0 1000 2000 3000 4000 5000 6000 7000 8000 9000 10000 11000"
 for be in cpu gpu; do
-  /usr/bin/time -f "$be %e s" "$build/dskit" run --backend $be --kit "$kit" --model "$model" --prompt-ids "$ids" \
+  t0=$(date +%s.%N)
+  "$build/dskit" run --backend $be --kit "$kit" --model "$model" --prompt-ids "$ids" \
     --max-tokens 48 --print-ids > "$out/run-$be.txt" 2> "$out/run-$be.err" || { tail -5 "$out/run-$be.err"; fail=1; }
-  echo "$be: $(head -c 300 "$out/run-$be.txt")"
+  echo "$be ($(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $t0}") s): $(head -c 300 "$out/run-$be.txt")"
   tail -2 "$out/run-$be.err"
 done
 step "dskit bench kit"
