@@ -21,7 +21,7 @@
 
 #define ENGINE_TOL 2e-2 /* bf16 outputs of sums ordered differently, through norms that amplify */
 #define N0 20
-#define STEPS 6
+#define STEPS 64 /* greedy steps after the prompt (DSKIT_TEST_STEPS lowers it: full-width presets on the CPU are slow) */
 #define CALLS (1 + STEPS)
 #define MAXL 64
 
@@ -113,8 +113,12 @@ void test_engine(gpu_ctx *c)
         printf("engine: skipped (DSKIT_TEST_MODEL names no model folder: dskit mkmodel --preset tiny --out DIR)\n");
         return;
     }
+    int calls = CALLS;
+    const char *st = getenv("DSKIT_TEST_STEPS");
+    if (st && atoi(st) >= 1 && atoi(st) < STEPS)
+        calls = 1 + atoi(st);
     cpu_model *m;
-    must(cpu_model_load(dir, (size_t)1 << 30, &m), "loading the CPU model");
+    must(cpu_model_load(dir, (size_t)4 << 30, &m), "loading the CPU model");
     const model_config *cfg = &m->cfg;
     if (cfg->n_layers > MAXL) {
         check(c, 0, "engine", "setup", "%d layers: at most %d here", cfg->n_layers, MAXL);
@@ -135,7 +139,7 @@ void test_engine(gpu_ctx *c)
     m->layer_hook = cpu_hook;
     m->layer_ctx = &rec;
     float *cpu_logits = xmalloc(sizeof(float) * (size_t)V * CALLS);
-    for (int call = 0; call < CALLS; call++) {
+    for (int call = 0; call < calls; call++) {
         int n = call ? 1 : N0, p0 = call ? N0 + call - 1 : 0;
         rec.call = call;
         must(cpu_forward(m, s, tokens + p0, n, n - 1, cpu_logits + (size_t)call * V, NULL), "the CPU forward");
@@ -144,7 +148,7 @@ void test_engine(gpu_ctx *c)
     }
     m->layer_hook = NULL;
     /* the GPU: the same rounds, teacher-forced */
-    engine_opts o = {.backend = "gpu", .model_dir = dir, .kit = kit_path, .max_seqs = 2, .max_rows = 64};
+    engine_opts o = {.backend = "gpu", .model_dir = dir, .kit = kit_path, .max_seqs = 2, .max_rows = 64, .context = 2048};
     uint32_t *valid = xmalloc(sizeof(uint32_t) * (size_t)(V + 31) / 32);
     memset(valid, 0xff, sizeof(uint32_t) * (size_t)(V + 31) / 32);
     engine_info info = {0};
@@ -161,7 +165,7 @@ void test_engine(gpu_ctx *c)
     must(ops->seq_open(impl, 0, 1024, 0), "a GPU sequence");
     float *gpu_logits = xmalloc(sizeof(float) * (size_t)V * N0);
     double worst_logits = 0;
-    for (int call = 0; call < CALLS; call++) {
+    for (int call = 0; call < calls; call++) {
         int n = call ? 1 : N0, p0 = call ? N0 + call - 1 : 0;
         f.call = call;
         engine_row rows[N0];
@@ -214,7 +218,7 @@ void test_engine(gpu_ctx *c)
     ops->close(impl);
     cpu_seq_free(s);
     cpu_model_free(m);
-    for (int call = 0; call < CALLS; call++)
+    for (int call = 0; call < calls; call++)
         for (int l = 0; l < cfg->n_layers; l++) {
             free(rec.in[call][l]);
             free(rec.attn[call][l]);
@@ -268,7 +272,7 @@ void test_engine_exact(gpu_ctx *c)
         p[i] = (int32_t)dsk_rng_below(&r, (uint64_t)V / 2);
     for (int i = 0; i < Q; i++)
         q[i] = (int32_t)dsk_rng_below(&r, (uint64_t)V / 2);
-    engine_opts o = {.backend = "gpu", .model_dir = dir, .kit = kit_path, .max_seqs = 4, .max_rows = 64};
+    engine_opts o = {.backend = "gpu", .model_dir = dir, .kit = kit_path, .max_seqs = 4, .max_rows = 64, .context = 2048};
     uint32_t *valid = xmalloc(sizeof(uint32_t) * (size_t)(V + 31) / 32);
     memset(valid, 0xff, sizeof(uint32_t) * (size_t)(V + 31) / 32);
     engine_info info = {0};
