@@ -198,6 +198,8 @@ int engine_seq_image(engine *e, int seq, int64_t pos, const engine_image *img, i
         return dsk_err("sequence %d: this model has no vision tower (vision_config.num_hidden_layers is 0); it "
                        "takes no images",
                        seq);
+    if (!e->ops->image)
+        return dsk_err("sequence %d: the %s backend does not take images yet (docs/vision.md)", seq, e->info.backend);
     if (!img || !img->patches || img->n_vit_h < 1 || img->n_vit_w < 1)
         return dsk_err("sequence %d: an image without patches", seq);
     int64_t n = vision_span_positions(c->vision_downsample_ratio, img->n_vit_h, img->n_vit_w);
