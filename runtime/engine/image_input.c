@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 enum { DEFAULT_MAX_BYTES = 20 << 20 };
 
@@ -30,6 +31,11 @@ int engine_image_load(const model_config *c, const char *src, size_t len, int fi
             return dsk_err("an image path of %zu bytes is too long", len);
         memcpy(path, src, len);
         path[len] = 0;
+        struct stat st;
+        if (stat(path, &st))
+            return dsk_err_errno("image %s", path);
+        if ((uint64_t)st.st_size > max_bytes) /* before reading it: the bound holds for files too */
+            return dsk_err("image %s: %lld bytes, more than the %zu accepted", path, (long long)st.st_size, max_bytes);
         if (dsk_read_file(path, &data, &n))
             return dsk_err_ctx("image %s", path);
         bytes = (uint8_t *)data;
