@@ -107,6 +107,7 @@ struct gpu_backend {
     } graphs[GPU_MAX_GRAPHS];
     int ngraphs;
     long long graph_replays, graph_captures;
+    int outside_launches;          /* launches of the last eager round outside its layers (benchmarks) */
     CUdeviceptr arena;             /* the state and scratch buffers above, one allocation */
     /* Tests only (teacher forcing, layer-by-layer comparisons with the CPU, tests/gpu/test_engine_gpu.c):
      * called in every block, after the stream has finished, with the device streams [n][hc][d] bf16 and

@@ -475,7 +475,10 @@ static int device_round(gpu_backend *b, const round_shape *sh)
     for (int l = 0; l < c->n_layers; l++)
         if (layer(&L, l))
             return dsk_err_ctx("layer %d", l);
-    return head_and_sample(b, sh);
+    unsigned long long l1 = kit_launches();
+    int rc = head_and_sample(b, sh);
+    b->outside_launches = (int)(kit_launches() - l1) + 1; /* the head, the draw and the embedding */
+    return rc;
 }
 
 /* The graph of this round's shape: found, or captured now (once per shape). NULL when every slot is taken
