@@ -10,6 +10,7 @@
 #include "runtime/common/error.h"
 #include "runtime/common/numerics.h"
 #include "runtime/cpu/cpu_model.h"
+#include "runtime/engine/generate.h"
 #include "runtime/gpu/gpu_engine.h"
 #include "runtime/ref/sampling.h"
 #include "tests/gpu/gpu_check.h"
@@ -355,4 +356,46 @@ out:
     free(alone);
     free(other);
     free(valid);
+}
+
+/* Drafting on the GPU (docs/model.md "Exactness"): generate with DSpark drafts and exact verification ==
+ * generate serially, greedy and seeded; the share of drafts accepted is reported (random weights: low). */
+void test_engine_draft(gpu_ctx *c)
+{
+    const char *dir = getenv("DSKIT_TEST_MODEL");
+    const char *kit_path = getenv("DSKIT_TEST_KIT");
+    if (!dir || !kit_path) {
+        printf("engine_draft: skipped (DSKIT_TEST_MODEL names no model folder)\n");
+        return;
+    }
+    engine_opts o = {.backend = "gpu", .model_dir = dir, .kit = kit_path, .max_seqs = 2, .max_rows = 64, .context = 2048};
+    engine *e;
+    must(engine_open(&o, &e), "opening the GPU engine");
+    const engine_info *in = engine_get_info(e);
+    if (in->draft_block == 0) {
+        printf("engine_draft: skipped (the model has no DSpark stages)\n");
+        engine_close(e);
+        return;
+    }
+    enum { P = 16, T = 48 };
+    int32_t prompt[P], serial[T], drafted[T];
+    dsk_rng r = fresh_rng(0xd4af);
+    for (int i = 0; i < P; i++)
+        prompt[i] = (int32_t)dsk_rng_below(&r, (uint64_t)in->vocab / 2);
+    for (int mode = 0; mode < 2; mode++) {
+        gen_opts g = {.max_tokens = T, .sp = mode ? (sample_params){0.8f, 0.95f, 40, 1234} : SAMPLE_GREEDY};
+        gen_stats s0, s1;
+        int rc0 = engine_generate(e, prompt, P, &g, serial, &s0);
+        g.draft = 1;
+        int rc1 = rc0 ? -1 : engine_generate(e, prompt, P, &g, drafted, &s1);
+        if (rc0 || rc1) {
+            check(c, 0, "engine_draft", mode ? "seeded" : "greedy", "%s", dsk_err_msg());
+            continue;
+        }
+        int same = s0.n_out == s1.n_out && !memcmp(serial, drafted, sizeof(int32_t) * (size_t)s0.n_out);
+        check(c, same, "engine_draft", mode ? "seeded T 0.8 top_p 0.95 top_k 40" : "greedy",
+              "drafted %s serial (%d tokens; %d verify rounds, %d drafts accepted, %.2f per round)",
+              same ? "==" : "!=", s0.n_out, s1.rounds, s1.accepted, s1.rounds ? (double)s1.accepted / s1.rounds : 0.0);
+    }
+    engine_close(e);
 }
