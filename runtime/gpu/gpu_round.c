@@ -519,7 +519,7 @@ int gpu_round(gpu_backend *b, const engine_row *rows, int n, engine_out *out)
     const model_config *c = b->cfg;
     if (n > b->max_rows)
         return dsk_err("a GPU round takes %d rows at most, %d given", b->max_rows, n);
-    int graph = b->use_graphs && !b->hook && n <= GPU_GRAPH_MAX_ROWS, failed = 0;
+    int graph = b->use_graphs && !b->hook && !kit_sync_launches() && n <= GPU_GRAPH_MAX_ROWS, failed = 0;
     round_shape sh;
     if (build_plan(b, rows, n, graph, &sh) || engram_plan(b, rows, n) || sample_prep(b, &sh, rows))
         return -1;
@@ -545,7 +545,8 @@ int gpu_round(gpu_backend *b, const engine_row *rows, int n, engine_out *out)
         return -1;
     CUresult cr = cu.cuStreamSynchronize(b->s);
     if (cr != CUDA_SUCCESS)
-        return dsk_cu_fail(cr, "the round on the device"), dsk_err_ctx("%s", kit_root(b->k));
+        return dsk_cu_fail(cr, "the round on the device"),
+               dsk_err_ctx("kit %s; DSKIT_SYNC_LAUNCHES=1 names the kernel that faulted", kit_root(b->k));
     /* the results */
     const int32_t *src = P32(b, sample_src), *tok = IO(b, io_tok), *tid = IO(b, io_tid);
     const float *lp = IO(b, io_lp), *tlp = IO(b, io_tlp);
