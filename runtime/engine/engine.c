@@ -76,6 +76,12 @@ int engine_open(const engine_opts *opts, engine **out)
         o.max_rows = 4096;
     if (o.max_seqs > 1 << 16)
         return dsk_err("engine: %d sequences asked, at most 65536", o.max_seqs);
+    if (o.tp <= 0)
+        o.tp = 1;
+    /* the cpu backend is one rank; the gpu backend (not in this build) is where TP=N lands */
+    if (o.tp > 1 && !strcmp(o.backend, "cpu"))
+        return dsk_err("engine: tensor parallelism (tp %d) needs the gpu backend; the cpu backend runs on one rank",
+                       o.tp);
     engine *e = dsk_calloc(1, sizeof *e);
     model_config cfg;
     if (!e)

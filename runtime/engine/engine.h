@@ -23,6 +23,7 @@ typedef struct {
     const char *backend;     /* "cpu" (default) or "gpu" */
     const char *model_dir;   /* config.json + safetensors (+ tokenizer.json) */
     const char *kit;         /* gpu: the kit archive */
+    int tp;                  /* tensor-parallel ranks (default 1); a backend that cannot split refuses more */
     /* the ids the tokenizer has (others are never drawn); NULL: read model_dir/tokenizer.json when there
      * is one, else every id of the vocabulary */
     const struct dsk_tokenizer *tokenizer;
