@@ -9,6 +9,7 @@ int cmd_bench(int argc, char **argv);    /* runtime/bench/bench.c */
 int cmd_mkmodel(int argc, char **argv);  /* runtime/model/mkmodel.c */
 int cmd_tokenize(int argc, char **argv); /* runtime/tokenizer/cmd_tokenize.c */
 int cmd_run(int argc, char **argv);      /* runtime/model/cmd_run.c */
+int cmd_serve(int argc, char **argv);    /* runtime/server/cmd_serve.c */
 
 /* Benchmarks (dskit bench WHAT), dispatched by runtime/bench/bench.c. */
 int bench_build(int argc, char **argv);  /* runtime/bench/bench_kit.c */

@@ -27,6 +27,7 @@ static const command commands[] = {
     {"mkmodel", cmd_mkmodel, "mkmodel --preset P --out DIR: write a synthetic checkpoint (dskit mkmodel --help)"},
     {"tokenize", cmd_tokenize, "text <-> token ids, chat requests -> prompt ids (stdin)"},
     {"run", cmd_run, "run --backend cpu --model DIR --prompt TEXT: generate with the CPU model"},
+    {"serve", cmd_serve, "serve --model DIR [--port P] ...: the OpenAI-compatible HTTP server (dskit serve --help)"},
 };
 
 static void usage(FILE *f)

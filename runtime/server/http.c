@@ -1,0 +1,313 @@
+/* libmicrohttpd glue: the access handler (checks that need no body first: route, method, key, state,
+ * declared size; then the body, bounded; then the route), the SSE content reader, and the completion
+ * callback that cancels a generation whose client went away. */
+#include "runtime/server/http.h"
+#include "runtime/common/error.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define WAIT_SLICE_MS 100    /* how often a waiting handler looks at its socket and the server state */
+#define KEEPALIVE_S 10.0     /* an SSE comment when a stream has been quiet this long */
+
+/* ---- responses ---- */
+
+enum MHD_Result http_respond(http_ctx *cx, int status, const char *ctype, char *body, size_t len)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    char seed[32];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)cx->seed);
+    int bad = MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype) != MHD_YES ||
+              (cx->id && MHD_add_response_header(r, "x-request-id", cx->id) != MHD_YES) ||
+              (cx->has_seed && MHD_add_response_header(r, "x-dskit-seed", seed) != MHD_YES) ||
+              (status == 401 && MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer") != MHD_YES) ||
+              (status == 503 && MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "5") != MHD_YES);
+    enum MHD_Result rc = bad ? MHD_NO : MHD_queue_response(cx->conn, (unsigned)status, r);
+    MHD_destroy_response(r);
+    if (rc == MHD_YES)
+        cx->status = status;
+    return rc;
+}
+
+enum MHD_Result http_json(http_ctx *cx, int status, json_t *j)
+{
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!s)
+        return http_error(cx, 500, "server_error", NULL, NULL, "out of memory building the reply");
+    return http_respond(cx, status, "application/json", s, strlen(s));
+}
+
+enum MHD_Result http_error(http_ctx *cx, int status, const char *type, const char *code, const char *param,
+                           const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (status >= 500 && status != 503)
+        fprintf(stderr, "dskit serve: %s %s: %s\n", srv_route_names[cx->route], cx->id ? cx->id : "", msg);
+    char *s = oai_error_body(msg, type, param, code);
+    if (!s)
+        return MHD_NO;
+    return http_respond(cx, status, "application/json", s, strlen(s));
+}
+
+/* ---- waiting on a generation ---- */
+
+/* Whether the client closed its end (or the socket failed). Called only by the connection's own thread
+ * while MHD is not reading it, so a peek sees what the client sent. */
+static int client_gone(http_ctx *cx)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(cx->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci)
+        return 0;
+    char b;
+    ssize_t n = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* MHD's idle timeout must not close a connection while its handler is busy waiting for the model: it is
+ * off while we wait and set again (which restarts it) when we hand MHD something to send. */
+static void idle_timeout(http_ctx *cx, int on)
+{
+    MHD_set_connection_option(cx->conn, MHD_CONNECTION_OPTION_TIMEOUT, on ? (unsigned)cx->srv->o.timeout_s : 0u);
+}
+
+int http_wait(http_ctx *cx, int until_done)
+{
+    srv_req *r = cx->req;
+    idle_timeout(cx, 0);
+    int rc = 0;
+    for (;;) {
+        pthread_mutex_lock(&r->mu);
+        int ready = r->done || (!until_done && r->admitted);
+        unsigned v = r->version;
+        pthread_mutex_unlock(&r->mu);
+        if (ready)
+            break;
+        if (client_gone(cx) || atomic_load(&cx->srv->stopping)) {
+            sched_cancel(cx->srv->sched, r);
+            rc = -1;
+            break;
+        }
+        srv_req_wait(r, v, WAIT_SLICE_MS);
+    }
+    idle_timeout(cx, 1);
+    return rc;
+}
+
+/* The SSE body: chunks as the scheduler publishes tokens; a keep-alive comment when quiet. */
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    http_ctx *cx = cls;
+    srv_req *r = cx->req;
+    ssize_t n = 0;
+    idle_timeout(cx, 0);
+    for (;;) {
+        size_t avail = cx->w.out.len - cx->out_off;
+        if (avail) {
+            n = (ssize_t)(avail < max ? avail : max);
+            memcpy(buf, cx->w.out.data + cx->out_off, (size_t)n);
+            cx->out_off += (size_t)n;
+            if (cx->out_off == cx->w.out.len)
+                cx->out_off = cx->w.out.len = 0;
+            cx->last_send = dsk_now();
+            break;
+        }
+        if (cx->stream_done) {
+            n = MHD_CONTENT_READER_END_OF_STREAM;
+            break;
+        }
+        if (atomic_load(&cx->srv->stopping) || client_gone(cx)) {
+            sched_cancel(cx->srv->sched, r);
+            n = MHD_CONTENT_READER_END_WITH_ERROR;
+            break;
+        }
+        unsigned v = srv_req_wait(r, cx->seen, WAIT_SLICE_MS);
+        int rc = 0;
+        pthread_mutex_lock(&r->mu);
+        if (r->done) {
+            rc = oai_stream_finish(&cx->w, r);
+            cx->stream_done = 1;
+        } else if (v != cx->seen)
+            rc = oai_stream_update(&cx->w, r->text.data ? r->text.data : "", r->text.len, r->tokens, r->lps,
+                                   r->n_tokens);
+        cx->seen = v;
+        pthread_mutex_unlock(&r->mu);
+        if (rc) {
+            fprintf(stderr, "dskit serve: request %s: writing the stream: %s\n", r->id, dsk_err_msg());
+            sched_cancel(cx->srv->sched, r);
+            n = MHD_CONTENT_READER_END_WITH_ERROR;
+            break;
+        }
+        if (cx->w.out.len == 0 && dsk_now() - cx->last_send > KEEPALIVE_S && dsk_buf_printf(&cx->w.out, ": keepalive\n\n"))
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    idle_timeout(cx, 1);
+    return n;
+}
+
+enum MHD_Result http_stream(http_ctx *cx)
+{
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, cx, NULL);
+    if (!r)
+        return MHD_NO;
+    char seed[32];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)cx->seed);
+    int bad = MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream") != MHD_YES ||
+              MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache") != MHD_YES ||
+              MHD_add_response_header(r, "x-request-id", cx->id) != MHD_YES ||
+              (cx->has_seed && MHD_add_response_header(r, "x-dskit-seed", seed) != MHD_YES);
+    cx->last_send = dsk_now();
+    enum MHD_Result rc = bad ? MHD_NO : MHD_queue_response(cx->conn, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    if (rc == MHD_YES)
+        cx->status = 200;
+    return rc;
+}
+
+/* ---- the access handler ---- */
+
+static enum MHD_Result early_checks(http_ctx *cx, const char *method, const char *url)
+{
+    server *s = cx->srv;
+    const char *allowed = NULL;
+    cx->route = routes_find(method, url, &allowed);
+    if (cx->route == ROUTE_OTHER && !allowed)
+        return http_error(cx, 404, "invalid_request_error", "not_found", NULL, "no route %s %s", method, url);
+    if (allowed)
+        return http_error(cx, 405, "invalid_request_error", "method_not_allowed", NULL, "%s %s: use %s",
+                          method, url, allowed);
+    if (cx->route != ROUTE_HEALTH &&
+        !srv_keys_check(&s->keys, MHD_lookup_connection_value(cx->conn, MHD_HEADER_KIND, "Authorization")))
+        return http_error(cx, 401, "authentication_error", "invalid_api_key", NULL,
+                          "%s: a valid API key is required (Authorization: Bearer KEY)", srv_route_names[cx->route]);
+    int st = atomic_load(&s->state);
+    if (st != SRV_READY && cx->route != ROUTE_HEALTH && cx->route != ROUTE_METRICS)
+        return http_error(cx, 503, "service_unavailable", st == SRV_LOADING ? "loading" : "draining", NULL,
+                          "%s: the server is %s", srv_route_names[cx->route],
+                          st == SRV_LOADING ? "loading the model" : "shutting down");
+    const char *cl = MHD_lookup_connection_value(cx->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > s->o.max_body)
+        return http_error(cx, 413, "invalid_request_error", "request_too_large", NULL,
+                          "the request body is %s bytes; the limit is %zu (--max-body)", cl, s->o.max_body);
+    if (cx->route == ROUTE_CHAT || cx->route == ROUTE_COMPLETIONS) {
+        /* counted from here: a drain waits for it */
+        cx->generation = 1;
+        atomic_fetch_add(&s->gen_in_flight, 1);
+    }
+    return MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    server *s = cls;
+    http_ctx *cx = *con_cls;
+    if (!cx) {
+        if (!(cx = dsk_calloc(1, sizeof *cx)))
+            return MHD_NO;
+        cx->srv = s;
+        cx->conn = conn;
+        *con_cls = cx;
+        return early_checks(cx, method, url);
+    }
+    if (*upload_size) {
+        if (!cx->status && cx->body.len + *upload_size > s->o.max_body) {
+            *upload_size = 0;
+            return http_error(cx, 413, "invalid_request_error", "request_too_large", NULL,
+                              "the request body is over the limit of %zu bytes (--max-body)", s->o.max_body);
+        }
+        if (!cx->status && dsk_buf_append(&cx->body, upload, *upload_size))
+            return MHD_NO;
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (cx->status)
+        return MHD_YES; /* answered already (an early refusal) */
+    return routes_dispatch(cx);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+    (void)conn;
+    (void)toe;
+    server *s = cls;
+    http_ctx *cx = *con_cls;
+    if (!cx)
+        return;
+    *con_cls = NULL;
+    if (cx->req) {
+        pthread_mutex_lock(&cx->req->mu);
+        int done = cx->req->done;
+        pthread_mutex_unlock(&cx->req->mu);
+        if (!done) /* the client left mid-generation (toe says how): its sequence is freed */
+            sched_cancel(s->sched, cx->req);
+        srv_req_unref(cx->req);
+    }
+    /* 499: the client left before an answer was queued (nginx's convention) */
+    metrics_request(&s->metrics, cx->route, cx->status ? cx->status : 499);
+    if (cx->has_writer)
+        oai_writer_free(&cx->w);
+    if (cx->generation)
+        atomic_fetch_sub(&s->gen_in_flight, 1);
+    dsk_buf_free(&cx->body);
+    free((char *)cx->id);
+    free(cx);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && msg[n - 1] == '\n')
+        msg[--n] = 0;
+    fprintf(stderr, "dskit serve: http: %s\n", msg);
+}
+
+int http_start(server *s)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai;
+    char port[16];
+    snprintf(port, sizeof port, "%d", s->o.port);
+    int gai = getaddrinfo(s->o.host, port, &hints, &ai);
+    if (gai)
+        return dsk_err("--host %s: %s", s->o.host, gai_strerror(gai));
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_AUTO |
+                     MHD_USE_ERROR_LOG | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    /* the logger first: MHD reports the options it reads after it through it */
+    s->mhd = MHD_start_daemon(flags, (uint16_t)s->o.port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
+                              s, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT,
+                              (unsigned)s->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->o.timeout_s,
+                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                              (size_t)256 * 1024, MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!s->mhd)
+        return dsk_err("cannot listen on %s:%d (in use, or not an address of this machine?)", s->o.host, s->o.port);
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? di->port : s->o.port;
+    return 0;
+}
+
+void http_stop(server *s)
+{
+    if (s->mhd)
+        MHD_stop_daemon(s->mhd);
+    s->mhd = NULL;
+}

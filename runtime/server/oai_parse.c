@@ -1,0 +1,360 @@
+/* Request fields, one table per route: the JSON types a field takes and what the server does with it.
+ * Null counts as absent (some clients send every field). */
+#include "runtime/server/oai_parse.h"
+#include "runtime/common/error.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_STOPS 16
+#define MAX_STOP_BYTES 256
+
+enum { T_BOOL = 1, T_INT = 2, T_NUM = 4, T_STR = 8, T_ARR = 16, T_OBJ = 32 };
+enum { F_USE, F_IGNORE, F_REFUSE };
+
+typedef struct {
+    const char *name;
+    unsigned types;
+    int use;            /* F_REFUSE: refused whenever present (why in refuse_why) */
+    const char *why;
+} field;
+
+static const char structured[] = "structured output (constrained decoding) is not supported yet";
+
+static const field chat_fields[] = {
+    {"model", T_STR, F_USE, NULL}, {"messages", T_ARR, F_USE, NULL}, {"stream", T_BOOL, F_USE, NULL},
+    {"stream_options", T_OBJ, F_USE, NULL}, {"temperature", T_NUM | T_INT, F_USE, NULL},
+    {"top_p", T_NUM | T_INT, F_USE, NULL}, {"top_k", T_INT, F_USE, NULL}, {"seed", T_INT, F_USE, NULL},
+    {"max_tokens", T_INT, F_USE, NULL}, {"max_completion_tokens", T_INT, F_USE, NULL},
+    {"stop", T_STR | T_ARR, F_USE, NULL}, {"logprobs", T_BOOL, F_USE, NULL}, {"top_logprobs", T_INT, F_USE, NULL},
+    {"n", T_INT, F_USE, NULL}, {"tools", T_ARR, F_USE, NULL}, {"tool_choice", T_STR | T_OBJ, F_USE, NULL},
+    {"parallel_tool_calls", T_BOOL, F_USE, NULL}, {"reasoning_effort", T_STR | T_INT, F_USE, NULL},
+    {"chat_template_kwargs", T_OBJ, F_USE, NULL}, {"response_format", T_OBJ, F_USE, NULL},
+    {"presence_penalty", T_NUM | T_INT, F_USE, NULL}, {"frequency_penalty", T_NUM | T_INT, F_USE, NULL},
+    {"repetition_penalty", T_NUM | T_INT, F_USE, NULL}, {"min_p", T_NUM | T_INT, F_USE, NULL},
+    {"logit_bias", T_OBJ, F_USE, NULL}, {"ignore_eos", T_BOOL, F_USE, NULL},
+    {"return_token_ids", T_BOOL, F_USE, NULL}, {"user", T_STR, F_IGNORE, NULL},
+    {"guided_json", ~0u, F_REFUSE, structured}, {"guided_regex", ~0u, F_REFUSE, structured},
+    {"guided_choice", ~0u, F_REFUSE, structured}, {"guided_grammar", ~0u, F_REFUSE, structured},
+    {"guided_decoding_backend", ~0u, F_REFUSE, structured}, {"guided_whitespace_pattern", ~0u, F_REFUSE, structured},
+    {"structured_outputs", ~0u, F_REFUSE, structured},
+    {"functions", ~0u, F_REFUSE, "the legacy functions field is not supported; use tools"},
+    {"function_call", ~0u, F_REFUSE, "the legacy function_call field is not supported; use tool_choice"},
+    {"prediction", ~0u, F_REFUSE, "predicted outputs are not supported"},
+    {"audio", ~0u, F_REFUSE, "audio output is not supported"},
+    {"modalities", ~0u, F_REFUSE, "only text output is supported"},
+    {"web_search_options", ~0u, F_REFUSE, "web search is not supported"},
+    {"best_of", ~0u, F_REFUSE, "best_of is not supported"},
+    {NULL, 0, 0, NULL},
+};
+
+static const field completion_fields[] = {
+    {"model", T_STR, F_USE, NULL}, {"prompt", T_STR | T_ARR, F_USE, NULL}, {"stream", T_BOOL, F_USE, NULL},
+    {"stream_options", T_OBJ, F_USE, NULL}, {"temperature", T_NUM | T_INT, F_USE, NULL},
+    {"top_p", T_NUM | T_INT, F_USE, NULL}, {"top_k", T_INT, F_USE, NULL}, {"seed", T_INT, F_USE, NULL},
+    {"max_tokens", T_INT, F_USE, NULL}, {"stop", T_STR | T_ARR, F_USE, NULL}, {"logprobs", T_INT, F_USE, NULL},
+    {"n", T_INT, F_USE, NULL}, {"echo", T_BOOL, F_USE, NULL}, {"presence_penalty", T_NUM | T_INT, F_USE, NULL},
+    {"frequency_penalty", T_NUM | T_INT, F_USE, NULL}, {"repetition_penalty", T_NUM | T_INT, F_USE, NULL},
+    {"min_p", T_NUM | T_INT, F_USE, NULL}, {"logit_bias", T_OBJ, F_USE, NULL}, {"ignore_eos", T_BOOL, F_USE, NULL},
+    {"return_token_ids", T_BOOL, F_USE, NULL}, {"user", T_STR, F_IGNORE, NULL},
+    {"suffix", ~0u, F_REFUSE, "suffix (insertion) is not supported"},
+    {"best_of", ~0u, F_REFUSE, "best_of is not supported"},
+    {"guided_json", ~0u, F_REFUSE, structured}, {"guided_regex", ~0u, F_REFUSE, structured},
+    {"guided_choice", ~0u, F_REFUSE, structured}, {"guided_grammar", ~0u, F_REFUSE, structured},
+    {"response_format", ~0u, F_REFUSE, structured}, {"structured_outputs", ~0u, F_REFUSE, structured},
+    {NULL, 0, 0, NULL},
+};
+
+int oai_fail(oai_error *e, int status, const char *type, const char *code, const char *param, const char *fmt, ...)
+{
+    e->status = status;
+    e->type = type;
+    e->code = code;
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+#define BAD(e, param, ...) oai_fail(e, 400, "invalid_request_error", NULL, param, __VA_ARGS__)
+#define UNSUPPORTED(e, param, ...) oai_fail(e, 400, "invalid_request_error", "unsupported_parameter", param, __VA_ARGS__)
+
+static const char *type_names(unsigned t, char *buf, size_t n)
+{
+    static const char *names[] = {"a boolean", "an integer", "a number", "a string", "an array", "an object"};
+    buf[0] = 0;
+    for (int i = 0, k = 0; i < 6; i++)
+        if (t & (1u << i))
+            snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", k++ ? " or " : "", names[i]);
+    return buf;
+}
+
+static unsigned type_of(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_TRUE:
+    case JSON_FALSE: return T_BOOL;
+    case JSON_INTEGER: return T_INT;
+    case JSON_REAL: return T_NUM;
+    case JSON_STRING: return T_STR;
+    case JSON_ARRAY: return T_ARR;
+    case JSON_OBJECT: return T_OBJ;
+    default: return 0;
+    }
+}
+
+/* Every field of req against the table: unknown, refused and mistyped fields are errors. */
+static int check_fields(const json_t *req, const field *table, oai_error *e)
+{
+    if (!json_is_object(req))
+        return BAD(e, NULL, "the request body must be a JSON object");
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)req, key, v) {
+        const field *f = table;
+        while (f->name && strcmp(f->name, key))
+            f++;
+        if (!f->name)
+            return oai_fail(e, 400, "invalid_request_error", "unrecognized_argument", key,
+                            "unrecognized request argument '%s'", key);
+        if (json_is_null(v))
+            continue;
+        if (f->use == F_REFUSE)
+            return UNSUPPORTED(e, key, "'%s': %s", key, f->why);
+        unsigned t = type_of(v);
+        /* an integer-valued real (100.0) where an integer is asked is accepted */
+        if (t == T_NUM && (f->types & T_INT) && !(f->types & T_NUM) && json_real_value(v) == floor(json_real_value(v)))
+            t = T_INT;
+        if (!(t & f->types)) {
+            char buf[96];
+            return BAD(e, key, "'%s' must be %s", key, type_names(f->types, buf, sizeof buf));
+        }
+    }
+    return 0;
+}
+
+static int has(const json_t *req, const char *k)
+{
+    const json_t *v = json_object_get(req, k);
+    return v && !json_is_null(v);
+}
+
+static double num(const json_t *req, const char *k, double dflt)
+{
+    return has(req, k) ? json_number_value(json_object_get(req, k)) : dflt;
+}
+
+static long long integer(const json_t *req, const char *k, long long dflt)
+{
+    const json_t *v = json_object_get(req, k);
+    if (!v || json_is_null(v))
+        return dflt;
+    return json_is_integer(v) ? json_integer_value(v) : (long long)json_real_value(v);
+}
+
+static int stops(const json_t *req, srv_gen *g, oai_error *e)
+{
+    const json_t *s = json_object_get(req, "stop");
+    if (!s || json_is_null(s))
+        return 0;
+    size_t n = json_is_string(s) ? 1 : json_array_size(s);
+    if (n > MAX_STOPS)
+        return BAD(e, "stop", "'stop' holds %zu strings, at most %d", n, MAX_STOPS);
+    if (!(g->stops = dsk_calloc(n ? n : 1, sizeof(char *))))
+        return oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const json_t *x = json_is_string(s) ? s : json_array_get(s, i);
+        if (!json_is_string(x))
+            return BAD(e, "stop", "'stop' must be a string or an array of strings");
+        size_t l = json_string_length(x);
+        if (l == 0 || l > MAX_STOP_BYTES || memchr(json_string_value(x), 0, l))
+            return BAD(e, "stop", "stop strings must be 1 to %d bytes (and hold no NUL)", MAX_STOP_BYTES);
+        if (!(g->stops[i] = dsk_strdup(json_string_value(x))))
+            return oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+        g->n_stops++;
+    }
+    return 0;
+}
+
+/* What both routes share: sampling, limits, stop strings, streaming, the refused penalties. */
+static int common(const json_t *req, const char *served, oai_params *p, oai_error *e)
+{
+    const char *model = json_string_value(json_object_get(req, "model"));
+    if (model && strcmp(model, served))
+        return oai_fail(e, 404, "invalid_request_error", "model_not_found", "model",
+                        "the model '%s' does not exist; this server serves '%s'", model, served);
+    if (integer(req, "n", 1) != 1)
+        return UNSUPPORTED(e, "n", "'n' must be 1: one choice per request (send several requests instead)");
+    static const char *const zero[] = {"presence_penalty", "frequency_penalty", "min_p"};
+    for (int i = 0; i < 3; i++)
+        if (num(req, zero[i], 0) != 0)
+            return UNSUPPORTED(e, zero[i], "'%s' is not supported (only 0)", zero[i]);
+    if (num(req, "repetition_penalty", 1) != 1)
+        return UNSUPPORTED(e, "repetition_penalty", "'repetition_penalty' is not supported (only 1)");
+    if (json_object_size(json_object_get(req, "logit_bias")))
+        return UNSUPPORTED(e, "logit_bias", "'logit_bias' is not supported");
+    p->stream = json_is_true(json_object_get(req, "stream"));
+    const json_t *so = json_object_get(req, "stream_options");
+    if (so && !json_is_null(so)) {
+        if (!p->stream)
+            return BAD(e, "stream_options", "'stream_options' is only allowed with \"stream\": true");
+        const char *k;
+        const json_t *v;
+        json_object_foreach((json_t *)so, k, v) {
+            if (strcmp(k, "include_usage"))
+                return UNSUPPORTED(e, "stream_options", "stream_options.%s is not supported (only include_usage)", k);
+            if (!json_is_boolean(v) && !json_is_null(v))
+                return BAD(e, "stream_options", "stream_options.include_usage must be a boolean");
+            p->include_usage = json_is_true(v);
+        }
+    }
+    double t = num(req, "temperature", 1.0), top_p = num(req, "top_p", 1.0);
+    if (!(t >= 0 && t <= 100))
+        return BAD(e, "temperature", "'temperature' must be a number from 0 to 100 (0: greedy)");
+    if (!(top_p > 0 && top_p <= 1))
+        return BAD(e, "top_p", "'top_p' must be in (0, 1]");
+    long long k = integer(req, "top_k", 0);
+    if (k < -1 || k > SAMPLE_TOP_P_CANDIDATES)
+        return BAD(e, "top_k", "'top_k' must be -1 or 0 (off) or 1..%d", SAMPLE_TOP_P_CANDIDATES);
+    p->gen.sp = (sample_params){(float)t, (float)top_p, k < 0 ? 0 : (int)k, (uint64_t)integer(req, "seed", 0)};
+    p->seed_given = has(req, "seed");
+    p->gen.ignore_eos = json_is_true(json_object_get(req, "ignore_eos"));
+    p->return_token_ids = json_is_true(json_object_get(req, "return_token_ids"));
+    p->gen.top_logprobs = -1;
+    return stops(req, &p->gen, e);
+}
+
+static int max_tokens(const json_t *req, const char *k, oai_params *p, oai_error *e)
+{
+    long long v = integer(req, k, 0);
+    if (has(req, k) && (v < 1 || v > (1 << 30)))
+        return BAD(e, k, "'%s' must be at least 1", k);
+    if (has(req, k))
+        p->gen.max_tokens = (int)v;
+    return 0;
+}
+
+/* tool_choice: auto (default), none (the tools are left out of the prompt); required and a named
+ * function can only be honoured by constrained decoding, which is not here yet: refused. */
+static int tool_choice(const json_t *req, int *none, oai_error *e)
+{
+    const json_t *tc = json_object_get(req, "tool_choice");
+    *none = 0;
+    if (!tc || json_is_null(tc))
+        return 0;
+    if (json_is_string(tc)) {
+        const char *s = json_string_value(tc);
+        if (!strcmp(s, "auto"))
+            return 0;
+        if (!strcmp(s, "none"))
+            return *none = 1, 0;
+        if (!strcmp(s, "required"))
+            return UNSUPPORTED(e, "tool_choice", "tool_choice \"required\" needs constrained decoding, which this "
+                                                 "server does not have yet; use \"auto\"");
+        return BAD(e, "tool_choice", "tool_choice must be \"auto\", \"none\", \"required\" or a named function");
+    }
+    return UNSUPPORTED(e, "tool_choice", "a named tool_choice needs constrained decoding, which this server does "
+                                         "not have yet; use \"auto\"");
+}
+
+int oai_parse_chat(const json_t *req, const char *served, oai_params *p, oai_error *e)
+{
+    *p = (oai_params){.kind = OAI_CHAT, .parallel_tool_calls = 1};
+    if (check_fields(req, chat_fields, e) || common(req, served, p, e))
+        return -1;
+    if (!json_array_size(json_object_get(req, "messages")))
+        return BAD(e, "messages", "'messages' must be a non-empty array");
+    if (has(req, "max_tokens") && has(req, "max_completion_tokens"))
+        return BAD(e, "max_tokens", "give one of 'max_tokens' and 'max_completion_tokens'");
+    if (max_tokens(req, "max_tokens", p, e) || max_tokens(req, "max_completion_tokens", p, e))
+        return -1;
+    p->logprobs = json_is_true(json_object_get(req, "logprobs"));
+    long long top = integer(req, "top_logprobs", 0);
+    if (has(req, "top_logprobs") && !p->logprobs)
+        return BAD(e, "top_logprobs", "'top_logprobs' needs \"logprobs\": true");
+    if (top < 0 || top > SAMPLE_MAX_TOP_LOGPROBS)
+        return BAD(e, "top_logprobs", "'top_logprobs' must be 0..%d", SAMPLE_MAX_TOP_LOGPROBS);
+    if (p->logprobs)
+        p->gen.top_logprobs = (int)top;
+    const json_t *rf = json_object_get(req, "response_format");
+    const char *rft = json_string_value(json_object_get(rf, "type"));
+    if (json_is_object(rf) && !(rft && !strcmp(rft, "text")))
+        return UNSUPPORTED(e, "response_format", "response_format '%s': %s", rft ? rft : "?", structured);
+    const json_t *ptc = json_object_get(req, "parallel_tool_calls");
+    p->parallel_tool_calls = !json_is_false(ptc);
+    int none;
+    if (tool_choice(req, &none, e))
+        return -1;
+    /* what chat_encode reads: a shallow copy, thinking on unless asked off, tools per tool_choice */
+    if (!(p->chat = json_copy((json_t *)req)))
+        return oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    json_object_del(p->chat, "response_format"); /* only "text" gets here: nothing to render */
+    if (none)
+        json_object_del(p->chat, "tools");
+    const json_t *kw = json_object_get(req, "chat_template_kwargs");
+    int asked = json_object_get(kw, "thinking") || json_object_get(kw, "enable_thinking") ||
+                has(req, "reasoning_effort");
+    if (!asked) {
+        json_t *k2 = kw ? json_copy((json_t *)kw) : json_object();
+        if (!k2 || json_object_set_new(k2, "thinking", json_true()) ||
+            json_object_set_new(p->chat, "chat_template_kwargs", k2))
+            return oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    return 0;
+}
+
+int oai_parse_completion(const json_t *req, const char *served, oai_params *p, oai_error *e)
+{
+    *p = (oai_params){.kind = OAI_COMPLETION};
+    if (check_fields(req, completion_fields, e) || common(req, served, p, e) || max_tokens(req, "max_tokens", p, e))
+        return -1;
+    if (json_is_true(json_object_get(req, "echo")))
+        return UNSUPPORTED(e, "echo", "'echo' is not supported");
+    if (has(req, "logprobs")) {
+        long long lp = integer(req, "logprobs", 0);
+        if (lp < 0 || lp > SAMPLE_MAX_TOP_LOGPROBS)
+            return BAD(e, "logprobs", "'logprobs' must be 0..%d", SAMPLE_MAX_TOP_LOGPROBS);
+        p->logprobs = 1;
+        p->gen.top_logprobs = (int)lp;
+    }
+    const json_t *pr = json_object_get(req, "prompt");
+    if (!pr || json_is_null(pr))
+        return BAD(e, "prompt", "'prompt' is required");
+    /* one prompt: a string, token ids, or a list holding exactly one of them */
+    if (json_is_array(pr) && json_array_size(pr) == 1 &&
+        (json_is_string(json_array_get(pr, 0)) || json_is_array(json_array_get(pr, 0))))
+        pr = json_array_get(pr, 0);
+    if (json_is_array(pr)) {
+        size_t i;
+        const json_t *x;
+        json_array_foreach(pr, i, x) {
+            if (json_is_integer(x))
+                continue;
+            if (json_is_string(x) || json_is_array(x))
+                return UNSUPPORTED(e, "prompt", "several prompts in one request are not supported; send one "
+                                                "request per prompt");
+            return BAD(e, "prompt", "'prompt' must be a string or an array of token ids");
+        }
+        if (!json_array_size(pr))
+            return BAD(e, "prompt", "'prompt' is empty");
+    } else if (!json_is_string(pr))
+        return BAD(e, "prompt", "'prompt' must be a string or an array of token ids");
+    p->prompt = pr;
+    return 0;
+}
+
+void oai_params_free(oai_params *p)
+{
+    for (int i = 0; i < p->gen.n_stops; i++)
+        free(p->gen.stops[i]);
+    free(p->gen.stops);
+    p->gen.stops = NULL;
+    p->gen.n_stops = 0;
+    json_decref(p->chat);
+    p->chat = NULL;
+}
