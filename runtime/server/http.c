@@ -227,10 +227,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return early_checks(cx, method, url);
     }
     if (*upload_size) {
-        if (!cx->status && cx->body.len + *upload_size > s->o.max_body) {
+        /* MHD takes no answer while a body arrives: an oversized body (chunked, so its size was not
+         * declared) is read and dropped up to a bound, then answered 413; past the bound the connection
+         * is closed */
+        cx->received += *upload_size;
+        if (cx->received > s->o.max_body) {
+            dsk_buf_free(&cx->body);
             *upload_size = 0;
-            return http_error(cx, 413, "invalid_request_error", "request_too_large", NULL,
-                              "the request body is over the limit of %zu bytes (--max-body)", s->o.max_body);
+            return cx->received > 4 * s->o.max_body + (1u << 20) ? MHD_NO : MHD_YES;
         }
         if (!cx->status && dsk_buf_append(&cx->body, upload, *upload_size))
             return MHD_NO;
@@ -239,6 +243,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     if (cx->status)
         return MHD_YES; /* answered already (an early refusal) */
+    if (cx->received > s->o.max_body)
+        return http_error(cx, 413, "invalid_request_error", "request_too_large", NULL,
+                          "the request body is over the limit of %zu bytes (--max-body)", s->o.max_body);
     return routes_dispatch(cx);
 }
 

@@ -16,6 +16,7 @@ typedef struct {
     struct MHD_Connection *conn;
     int route;
     dsk_buf body;
+    size_t received;    /* body bytes received (more than body holds once over the limit) */
     int status;         /* the status queued, 0 before */
     const char *id;     /* the request id, once it has one (x-request-id) */
     uint64_t seed;      /* the sampling seed (x-dskit-seed), when has_seed */
