@@ -18,6 +18,7 @@ int bench_exl3_cpu(int argc, char **argv); /* runtime/weights/exl3_bench.c */
 int bench_exl3(int argc, char **argv);     /* runtime/bench/bench_exl3.c: the EXL3 GPU kernels */
 int bench_cpu(int argc, char **argv);      /* runtime/model/bench_cpu.c: dskit bench cpu */
 int bench_tokenize(int argc, char **argv); /* runtime/tokenizer/bench_tokenize.c */
+int bench_serve(int argc, char **argv);    /* runtime/server/bench_serve.c: dskit bench serve */
 
 /* Shared option helpers: strict integer/float parsing with a message naming the option. */
 int cli_parse_int(const char *opt, const char *s, long lo, long hi, long *out);

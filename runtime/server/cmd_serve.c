@@ -18,6 +18,7 @@ static const char usage_text[] =
     "usage: dskit serve --model DIR [--kit KIT] [--backend cpu|gpu] [--tp N] [--host H] [--port P]\n"
     "                   [--parallel N] [--context N] [--pool TOKENS] [--api-key-file F]\n"
     "                   [--served-model-name NAME] [--draft on|off] [--max-body BYTES] [--timeout S]\n"
+    "                   [--send-buffer BYTES]\n"
     "                   [--max-connections N] [--queue N] [--queue-timeout S] [--drain-timeout S]\n"
     "                   [--prefill-chunk N] [--default-max-tokens N] [--threads N] [--cache-mb N]\n"
     "  --model DIR            the checkpoint (config.json, safetensors, tokenizer.json)\n"
@@ -33,6 +34,7 @@ static const char usage_text[] =
     "  --max-body BYTES       largest request body (default 8388608); larger: 413\n"
     "  --timeout S            a connection idle this long (a stalled upload, a stream not read) is closed\n"
     "                         (default 60)\n"
+    "  --send-buffer BYTES    kernel send buffer per connection (default 0: the kernel's autotuning)\n"
     "  --max-connections N    connections at once (default 256)\n"
     "  --queue N              requests that may wait for a sequence (default 64); more: 429\n"
     "  --queue-timeout S      a request waiting longer fails with 503 (default 600)\n"
@@ -95,6 +97,7 @@ static int parse(int argc, char **argv, serve_opts *o)
         INT_OPT("--context", 2, 1L << 40, context)
         INT_OPT("--pool", 2, 1L << 50, pool)
         INT_OPT("--max-body", 1024, 1L << 32, max_body)
+        INT_OPT("--send-buffer", 0, 1L << 30, send_buffer)
         INT_OPT("--timeout", 1, 86400, timeout_s)
         INT_OPT("--max-connections", 1, 65536, max_connections)
         INT_OPT("--queue", 1, 1 << 20, max_queue)

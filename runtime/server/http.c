@@ -224,6 +224,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         cx->srv = s;
         cx->conn = conn;
         *con_cls = cx;
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        int sb = (int)s->o.send_buffer;
+        /* a fixed send buffer bounds what the kernel holds for a client that does not read (its writes then
+         * block, and the idle timeout closes it) instead of the autotuned megabytes */
+        if (sb > 0 && ci && setsockopt(ci->connect_fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof sb))
+            fprintf(stderr, "dskit serve: setting the send buffer of a connection: %s\n", strerror(errno));
         return early_checks(cx, method, url);
     }
     if (*upload_size) {

@@ -114,8 +114,11 @@ int metrics_render(srv_metrics *m, dsk_buf *o)
          counter(o, "dskit_scheduler_engine_seconds_total", "Scheduler time inside engine calls", "counter",
                  m->engine_s) ||
          counter(o, "dskit_scheduler_overhead_seconds_total",
-                 "Scheduler time outside engine calls while it had work (its own per-round cost)", "counter",
+                 "Scheduler wall time outside engine calls while it had work (its own per-round cost)", "counter",
                  m->overhead_s) ||
+         counter(o, "dskit_scheduler_overhead_cpu_seconds_total",
+                 "The scheduler thread's CPU time outside engine calls (its per-round cost without preemption)",
+                 "counter", m->overhead_cpu_s) ||
          counter(o, "dskit_requests_running", "Requests holding a sequence", "gauge", m->running) ||
          counter(o, "dskit_requests_queued", "Requests waiting for a sequence or pool room", "gauge", m->queued) ||
          counter(o, "dskit_sequences_open", "Engine sequences open", "gauge", m->seqs_open) ||

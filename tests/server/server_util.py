@@ -92,8 +92,12 @@ class Server:
         return self.proc.returncode
 
     def close(self):
+        """Stop it; a sanitizer report in its stderr (a build with DSKIT_SANITIZE) fails the test."""
         self.stop()
+        err = self.stderr()
         self.err.close()
+        if "Sanitizer" in err or "runtime error:" in err:
+            raise AssertionError("dskit serve reported:\n" + err)
 
     def __enter__(self):
         return self

@@ -23,7 +23,7 @@ MODEL_NAME = "tiny"
 def setUpModule():
     global S
     S = Server("--draft", "off", "--served-model-name", MODEL_NAME, "--timeout", "2", "--max-body", "65536",
-               "--parallel", "4")
+               "--parallel", "4", "--send-buffer", "4096")
 
 
 def tearDownModule():
@@ -378,7 +378,9 @@ class PlainHTTP(unittest.TestCase):
         c.close()
 
     def test_stream_never_read(self):
-        # a tiny receive buffer so the server's writes block at once; the stream is never read
+        # tiny buffers both ends (the server's --send-buffer 4096) so the server's writes block soon; the
+        # stream is never read
+        gen0 = metric(S.port, "dskit_generation_tokens_total")
         c = socket.socket()
         c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
         c.connect(("127.0.0.1", S.port))
@@ -391,8 +393,9 @@ class PlainHTTP(unittest.TestCase):
         ev = list(sse_events(S.port, "/v1/chat/completions", chat_body(stream=True, max_tokens=8)))
         self.assertEqual(ev[-1], "[DONE]")
         self.assertLess(time.time() - t0, 20)
-        # the unread stream is closed after the idle timeout and its slot freed
+        # the unread stream is closed after the idle timeout (2 s) and its generation cancelled, its slot freed
         self.assertTrue(wait_until(lambda: metric(S.port, "dskit_requests_running") == 0, 30))
+        self.assertLess(metric(S.port, "dskit_generation_tokens_total") - gen0, 200)
         c.close()
 
 
