@@ -18,6 +18,13 @@
 
 /* ---- responses ---- */
 
+/* Counted when queued, before any byte goes out: a client that has its answer sees it in /metrics. */
+static void queued(http_ctx *cx, int status)
+{
+    cx->status = status;
+    metrics_request(&cx->srv->metrics, cx->route, status);
+}
+
 enum MHD_Result http_respond(http_ctx *cx, int status, const char *ctype, char *body, size_t len)
 {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
@@ -35,7 +42,7 @@ enum MHD_Result http_respond(http_ctx *cx, int status, const char *ctype, char *
     enum MHD_Result rc = bad ? MHD_NO : MHD_queue_response(cx->conn, (unsigned)status, r);
     MHD_destroy_response(r);
     if (rc == MHD_YES)
-        cx->status = status;
+        queued(cx, status);
     return rc;
 }
 
@@ -175,7 +182,7 @@ enum MHD_Result http_stream(http_ctx *cx)
     enum MHD_Result rc = bad ? MHD_NO : MHD_queue_response(cx->conn, MHD_HTTP_OK, r);
     MHD_destroy_response(r);
     if (rc == MHD_YES)
-        cx->status = 200;
+        queued(cx, 200);
     return rc;
 }
 
@@ -266,14 +273,15 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     *con_cls = NULL;
     if (cx->req) {
         pthread_mutex_lock(&cx->req->mu);
-        int done = cx->req->done;
+        int done = cx->req->done, fin = cx->req->finish;
         pthread_mutex_unlock(&cx->req->mu);
         if (!done) /* the client left mid-generation (toe says how): its sequence is freed */
             sched_cancel(s->sched, cx->req);
         srv_req_unref(cx->req);
+        metrics_finished(&s->metrics, !done ? "cancelled" : oai_finish_reason(&cx->w, fin));
     }
-    /* 499: the client left before an answer was queued (nginx's convention) */
-    metrics_request(&s->metrics, cx->route, cx->status ? cx->status : 499);
+    if (!cx->status) /* 499: the client left before an answer was queued (nginx's convention) */
+        metrics_request(&s->metrics, cx->route, 499);
     if (cx->has_writer)
         oai_writer_free(&cx->w);
     if (cx->generation)

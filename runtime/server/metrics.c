@@ -55,6 +55,16 @@ void metrics_request(srv_metrics *m, int route, int status)
     metrics_unlock(m);
 }
 
+void metrics_finished(srv_metrics *m, const char *reason)
+{
+    for (int i = 0; i < 5; i++)
+        if (!strcmp(reason, finish_names[i])) {
+            metrics_lock(m);
+            m->finished[i]++;
+            metrics_unlock(m);
+        }
+}
+
 void metrics_observe(srv_metrics *m, int hist, double value, uint64_t n)
 {
     metrics_lock(m);

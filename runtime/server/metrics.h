@@ -48,7 +48,7 @@ typedef struct {
     uint64_t prompt_tokens, generated_tokens;
     uint64_t draft_proposed, draft_accepted;
     uint64_t rounds, round_rows;
-    uint64_t finished[5];              /* by reason: stop, length, tool_calls (set by routes), error, cancelled */
+    uint64_t finished[5];              /* by reason: stop, length, tool_calls, error, cancelled */
     double engine_s, overhead_s;       /* scheduler wall time in engine calls and in its own bookkeeping */
     double overhead_cpu_s;             /* the bookkeeping's CPU time on the scheduler thread */
     int running, queued, seqs_open;
@@ -56,11 +56,11 @@ typedef struct {
     metrics_hist hist[HIST_COUNT];
 } srv_metrics;
 
-enum { FINISHED_STOP, FINISHED_LENGTH, FINISHED_TOOL_CALLS, FINISHED_ERROR, FINISHED_CANCELLED };
-
 int metrics_init(srv_metrics *m);
 void metrics_destroy(srv_metrics *m);
 void metrics_request(srv_metrics *m, int route, int status);
+/* A generation ended: reason is a finish_reason (stop, length, tool_calls), "error" or "cancelled". */
+void metrics_finished(srv_metrics *m, const char *reason);
 /* n observations of value (a round that delivered n tokens after dt seconds: value dt / n). */
 void metrics_observe(srv_metrics *m, int hist, double value, uint64_t n);
 int metrics_render(srv_metrics *m, dsk_buf *out);

@@ -124,8 +124,10 @@ static srv_req *make_request(http_ctx *cx, oai_params *p, tok_ids *ids, const ch
     p->gen.n_stops = 0;
     r->reserve = reserve;
     r->t_arrival = dsk_now();
-    if (!p->seed_given) /* no seed asked: one derived from the request id (sent back in x-dskit-seed) */
-        r->gen.sp.seed = dsk_xxh64(id, strlen(id));
+    /* no seed asked: one derived from the request id, sent back in x-dskit-seed; 53 bits, so it goes back
+     * into a request exactly (JSON integers, JavaScript numbers) */
+    if (!p->seed_given)
+        r->gen.sp.seed = dsk_xxh64(id, strlen(id)) & ((1ull << 53) - 1);
     cx->seed = r->gen.sp.seed;
     cx->has_seed = 1;
     return r;

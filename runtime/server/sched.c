@@ -159,11 +159,27 @@ static void finish_unadmitted(sched *s, srv_req *r, int fin)
     srv_req_unref(r);
 }
 
-/* Hand this round's tokens and text to the request; with sl->fin set, it is the last of them. */
+/* Hand this round's tokens and text to the request; with sl->fin set, it is the last of them. The metrics
+ * are counted first, so a client that has its reply sees them in /metrics. */
 static void publish(sched *s, slot *sl)
 {
     srv_req *r = sl->r;
     double now = dsk_now();
+    int first = sl->n_new && r->t_first == 0; /* t_first is written only here, on this thread */
+    if (sl->n_new) {
+        metrics_lock(s->m);
+        s->m->generated_tokens += (uint64_t)sl->n_new;
+        metrics_unlock(s->m);
+        if (first) {
+            metrics_observe(s->m, HIST_TTFT, now - r->t_arrival, 1);
+            if (sl->n_new > 1)
+                metrics_observe(s->m, HIST_TPOT, 0, (uint64_t)sl->n_new - 1);
+        } else
+            metrics_observe(s->m, HIST_TPOT, (now - sl->t_last) / sl->n_new, (uint64_t)sl->n_new);
+        sl->t_last = now;
+    }
+    if (sl->fin)
+        metrics_observe(s->m, HIST_E2E, now - r->t_arrival, 1);
     int failed = 0;
     pthread_mutex_lock(&r->mu);
     if (r->n_tokens + sl->n_new > r->cap_tokens) {
@@ -183,13 +199,12 @@ static void publish(sched *s, slot *sl)
     }
     if (!failed && dsk_buf_append(&r->text, sl->text.data, sl->text.len))
         failed = 1;
-    if (!failed) {
+    if (!failed && sl->n_new) {
         memcpy(r->tokens + r->n_tokens, sl->toks, sizeof(int32_t) * (size_t)sl->n_new);
         if (r->gen.top_logprobs >= 0)
             memcpy(r->lps + r->n_tokens, sl->lps, sizeof(srv_logprob) * (size_t)sl->n_new);
         r->n_tokens += sl->n_new;
     }
-    int first = sl->n_new && r->t_first == 0;
     if (first)
         r->t_first = now;
     if (failed && !r->done) {
@@ -207,20 +222,6 @@ static void publish(sched *s, slot *sl)
     r->version++;
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
-    if (sl->n_new) {
-        metrics_lock(s->m);
-        s->m->generated_tokens += (uint64_t)sl->n_new;
-        metrics_unlock(s->m);
-        if (first) {
-            metrics_observe(s->m, HIST_TTFT, now - r->t_arrival, 1);
-            if (sl->n_new > 1)
-                metrics_observe(s->m, HIST_TPOT, 0, (uint64_t)sl->n_new - 1);
-        } else
-            metrics_observe(s->m, HIST_TPOT, (now - sl->t_last) / sl->n_new, (uint64_t)sl->n_new);
-        sl->t_last = now;
-    }
-    if (sl->fin)
-        metrics_observe(s->m, HIST_E2E, now - r->t_arrival, 1);
     sl->text.len = 0;
     sl->n_new = 0;
     if (failed)

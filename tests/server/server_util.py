@@ -1,6 +1,7 @@
 """Shared by the server tests: the tiny model (made once per build tree), a `dskit serve` on a free port
 that is always stopped (SIGTERM, then SIGKILL) even when a test fails, plain-HTTP helpers and a small
 Prometheus text parser. Standard library only (the openai client is used by the tests themselves)."""
+import ctypes
 import fcntl
 import http.client
 import json
@@ -31,6 +32,12 @@ def tiny_model():
     return _MODEL
 
 
+def _die_with_parent():
+    """In the child before exec: SIGKILL when the test process dies (a crash or a ctest timeout), so no
+    server outlives its test."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -45,7 +52,8 @@ class Server:
         self.model = model or tiny_model()
         self.err = tempfile.TemporaryFile(mode="w+")
         self.cmd = [DSKIT, "serve", "--model", self.model, "--port", str(port or 0)] + [str(a) for a in args]
-        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=self.err, text=True)
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=self.err, text=True,
+                                     preexec_fn=_die_with_parent)
         self.port = port
         self.ready_line = None
         if wait_ready:
@@ -106,7 +114,7 @@ class Server:
         self.close()
 
 
-def request(port, method, path, body=None, headers=None, timeout=120, raw=None):
+def request(port, method, path, body=None, headers=None, timeout=600, raw=None):
     """One plain HTTP request; returns (status, headers dict (lowercase), body bytes)."""
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     h = {"Content-Type": "application/json"}
@@ -129,7 +137,7 @@ def get(port, path, **kw):
     return request(port, "GET", path, **kw)
 
 
-def sse_events(port, path, body, headers=None, timeout=120):
+def sse_events(port, path, body, headers=None, timeout=600):
     """A streaming request; yields each data: payload (parsed JSON, or the string [DONE])."""
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     h = {"Content-Type": "application/json"}

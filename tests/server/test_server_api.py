@@ -148,10 +148,12 @@ class OpenAIClient(unittest.TestCase):
         self.assertEqual(a, c.completions.create(seed=7, **kw).choices[0].text)
         self.assertNotEqual(a, c.completions.create(seed=8, **kw).choices[0].text)
         # without a seed, the one derived from the request id comes back and reproduces the reply
-        st, hd, body = request(S.port, "POST", "/v1/completions", dict(kw, model=MODEL_NAME))
-        seed = int(hd["x-dskit-seed"])
-        again = c.completions.create(seed=seed, **kw).choices[0].text
-        self.assertEqual(json.loads(body)["choices"][0]["text"], again)
+        for _ in range(4):
+            st, hd, body = request(S.port, "POST", "/v1/completions", dict(kw, model=MODEL_NAME))
+            seed = int(hd["x-dskit-seed"])
+            self.assertLess(seed, 2 ** 53)
+            again = c.completions.create(seed=seed, **kw).choices[0].text
+            self.assertEqual(json.loads(body)["choices"][0]["text"], again)
 
     def test_tools_auto(self):
         tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
@@ -353,6 +355,8 @@ class PlainHTTP(unittest.TestCase):
         c.close()
         self.assertTrue(wait_until(lambda: metric(S.port, "dskit_requests_running") == 0, 5))
         self.assertEqual(metric(S.port, "dskit_sequences_open"), 0)
+        self.assertTrue(wait_until(lambda: metric(S.port, "dskit_generations_finished_total",
+                                                  reason="cancelled") >= 1, 5))
         self.assertLess(metric(S.port, "dskit_generation_tokens_total") - gen0, 400)
         # a non-streaming request whose client leaves while it runs is cancelled too
         c = socket.create_connection(("127.0.0.1", S.port), timeout=30)
@@ -443,17 +447,22 @@ class Lifecycle(unittest.TestCase):
         port = free_port()
         s = Server("--draft", "off", port=port, wait_ready=False)
         try:
-            seen = []
+            seen, refused = [], []
             def poll():
                 try:
                     st, hd, body = get(port, "/health", timeout=2)
                     seen.append((st, json.loads(body)["status"]))
+                    if st == 503 and not refused:  # a request during the load: refused, saying why
+                        st2, b2 = post(port, "/v1/completions", {"prompt": "x", "max_tokens": 1})
+                        refused.append((st2, b2["error"]["code"] if st2 != 200 else None))
                     return st == 200
                 except OSError:
                     return False
             self.assertTrue(wait_until(poll, 60, step=0.01))
             s.wait_ready()
             self.assertIn((503, "loading"), seen)
+            self.assertEqual(seen[-1], (200, "ok"))
+            self.assertIn(refused[0], ((503, "loading"), (200, None)))
         finally:
             s.close()
 
