@@ -127,8 +127,9 @@ static int check_fields(const json_t *req, const field *table, oai_error *e)
         if (f->use == F_REFUSE)
             return UNSUPPORTED(e, key, "'%s': %s", key, f->why);
         unsigned t = type_of(v);
-        /* an integer-valued real (100.0) where an integer is asked is accepted */
-        if (t == T_NUM && (f->types & T_INT) && !(f->types & T_NUM) && json_real_value(v) == floor(json_real_value(v)))
+        /* an integer-valued real (100.0) where an integer is asked is accepted, if it converts exactly */
+        double d = t == T_NUM ? json_real_value(v) : 0;
+        if (t == T_NUM && (f->types & T_INT) && !(f->types & T_NUM) && d == floor(d) && fabs(d) < 0x1p53)
             t = T_INT;
         if (!(t & f->types)) {
             char buf[96];

@@ -235,6 +235,8 @@ static void test_request_checks(void **state)
          NULL},
         {"{\"messages\": [], \"max_tokens\": 3}", "messages"},
         {"{\"messages\": [{}], \"max_tokens\": 3.5}", "max_tokens"},
+        {"{\"messages\": [{}], \"max_tokens\": 1e300}", "max_tokens"},
+        {"{\"messages\": [{}], \"max_tokens\": 7.0}", NULL},
         {"{\"messages\": [{}], \"max_tokens\": 3, \"max_completion_tokens\": 3}", "max_tokens"},
         {"{\"messages\": [{}], \"top_logprobs\": 21, \"logprobs\": true}", "top_logprobs"},
         {"{\"messages\": [{}], \"stop\": [\"\"]}", "stop"},
