@@ -67,12 +67,18 @@ int needs_for_model(const model_config *c, const needs_settings *s, need_list *o
     rc |= add(out, "RMSNorm q_norm", "rmsnorm", "T=%d", rule_rmsnorm_threads(c->q_lora_rank));
     rc |= add(out, "RMSNorm kv_norm / compressor norm", "rmsnorm", "T=%d", rule_rmsnorm_threads(c->head_dim));
     rc |= add(out, "RMSNorm indexer k_norm", "rmsnorm", "T=%d", rule_rmsnorm_threads(c->index_head_dim));
-    rc |= add(out, "RoPE of queries, keys, compressed rows, indexer", "rope", "R=%d", c->rope_head_dim);
+    rule_variant v;
+    rule_rope_pick(c->rope_head_dim, &v);
+    rc |= add_variant(out, "RoPE of queries, keys, compressed rows, indexer", &v);
     /* router and indexer head weights: every row bucket a launch of <= max_rows rows uses */
     for (int r = 1; r <= (max_rows < 16 ? max_rows : 16); r++)
         rc |= add(out, "router gate, indexer weights_proj", "rowmm_bf16", "M=%d", rule_rowmm_bucket(r));
+    /* the casts between families: summed partials into bf16, the indexer's head weights */
+    for (int mode = 0; mode < 2; mode++) {
+        rule_cast_pick(mode, &v);
+        rc |= add_variant(out, "casts: partial sums to bf16, indexer head weights", &v);
+    }
     /* router top-k: k of E, fixed */
-    rule_variant v;
     rule_topk_pick(c->n_routed_experts, c->n_activated_experts, &v);
     rc |= add_variant(out, "router top-k", &v);
     if (c->n_mtp_layers > 0) {

@@ -10,6 +10,12 @@ typedef struct {
     char params[32]; /* "K=4,CB=2,M=8" */
 } rule_variant;
 
+/* rope: the variant rotating the last rope_dim dims (the kit has 32 and 64). */
+void rule_rope_pick(int rope_dim, rule_variant *v);
+/* stream_read: the one variant the roofline benchmark launches. */
+void rule_stream_read_pick(rule_variant *v);
+/* cast: the variant of a cast (0: fp32 -> bf16; 1: fp32 bf16(bf16(x) · scale)). */
+void rule_cast_pick(int mode, rule_variant *v);
 /* rmsnorm: threads per row for a width. */
 int rule_rmsnorm_threads(int width);
 /* topk: threads per row of the radix kernel for N entries. */

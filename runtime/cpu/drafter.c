@@ -60,7 +60,8 @@ static int draft_attention(const cpu_model *m, int l, const uint16_t *xn, int n,
     const draft_ctx *dc = ctx;
     const model_config *c = &m->cfg;
     const block_weights *b = &m->blocks[l];
-    int hd = c->head_dim, H = c->n_heads, W = c->window_size, k = l - c->n_layers;
+    cpu_split sp = cpu_rank_split(m, b);
+    int hd = c->head_dim, H = sp.h1 - sp.h0, W = c->window_size, k = l - c->n_layers; /* this rank's heads */
     int64_t p = dc->p, first = p - W + 1 < 0 ? 0 : p - W + 1;
     int64_t *pos = dsk_malloc(sizeof(int64_t) * (size_t)n);
     uint16_t *q_lat = dsk_malloc(sizeof(uint16_t) * (size_t)n * c->q_lora_rank);
@@ -76,7 +77,7 @@ static int draft_attention(const cpu_model *m, int l, const uint16_t *xn, int n,
         pos[i] = p + 1 + i;
     rope_params rp = model_rope(c, 0);
     /* block keys go through the window-KV path (FP8 QDQ included) but are not cached */
-    if (rope_rows(&rp, pos, n, &rope) || attn_query(c, b, xn, n, rope, q_lat, q) ||
+    if (rope_rows(&rp, pos, n, &rope) || attn_query(m, b, xn, n, rope, q_lat, q) ||
         attn_window_keys(c, b, xn, n, rope, kv))
         goto done;
     int nk = 0;
@@ -85,8 +86,8 @@ static int draft_attention(const cpu_model *m, int l, const uint16_t *xn, int n,
     for (int i = 0; i < n; i++)
         keys[nk++] = kv + (int64_t)i * hd;
     for (int i = 0; i < n; i++)
-        sparse_attention_row(q + (int64_t)i * H * hd, H, hd, keys, nk, b->attn_sink, o + (int64_t)i * H * hd);
-    rc = attn_output(c, b, o, n, rope, out);
+        sparse_attention_row(q + (int64_t)i * H * hd, H, hd, keys, nk, b->attn_sink + sp.h0, o + (int64_t)i * H * hd);
+    rc = attn_output(m, b, o, n, rope, out);
 done:
     free(pos);
     free(q_lat);

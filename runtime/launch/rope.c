@@ -8,7 +8,9 @@ int op_rope(const kit *k, CUstream s, CUdeviceptr x, CUdeviceptr pos, CUdevicept
 {
     if (rope_dim > head_dim || rope_dim % 2 || head_dim % 2)
         return dsk_err("rope: rope_dim %d must be even and <= head_dim %d", rope_dim, head_dim);
-    const kit_kernel *kk = kit_findf(k, "rope", "R=%d", rope_dim);
+    rule_variant v;
+    rule_rope_pick(rope_dim, &v);
+    const kit_kernel *kk = kit_find(k, v.family, v.params);
     if (!kk)
         return -1;
     int64_t total = (int64_t)rows * heads * (rope_dim / 2);

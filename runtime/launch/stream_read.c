@@ -7,7 +7,9 @@ int op_stream_read(const kit *k, CUstream s, CUdeviceptr src, uint64_t bytes, CU
 {
     if (bytes % 16)
         return dsk_err("stream_read: %llu bytes is not a multiple of 16", (unsigned long long)bytes);
-    const kit_kernel *kk = kit_find(k, "stream_read", "BLOCK=512");
+    rule_variant v;
+    rule_stream_read_pick(&v);
+    const kit_kernel *kk = kit_find(k, v.family, v.params);
     if (!kk)
         return -1;
     uint64_t n16 = bytes / 16;

@@ -92,7 +92,7 @@ static int parse(int argc, char **argv, serve_opts *o)
                 return -1;
         }
         INT_OPT("--port", 0, 65535, port)
-        INT_OPT("--tp", 1, 64, tp)
+        INT_OPT("--tp", 1, 8, tp)
         INT_OPT("--parallel", 1, 1024, parallel)
         INT_OPT("--context", 2, 1L << 40, context)
         INT_OPT("--pool", 2, 1L << 50, pool)

@@ -51,5 +51,6 @@ void test_topk(gpu_ctx *c);
 void test_exl3_decode(gpu_ctx *c);
 void test_exl3_mm(gpu_ctx *c);
 void test_exl3_moe(gpu_ctx *c);
+void test_cast(gpu_ctx *c);
 
 #endif
