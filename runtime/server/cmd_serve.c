@@ -182,8 +182,11 @@ static int load(server *s)
     s->context = in->context;
     s->pool = in->pool;
     s->window = 1 + (s->o.draft ? in->draft_block : 0);
+    /* structured output's vocabulary (tries and masks over every id: a fraction of a second, once) */
+    if (srv_genv_init(&s->genv, s->tok, in->vocab))
+        return -1;
     sched_opts so = {.prefill_chunk = s->o.prefill_chunk, .draft = s->o.draft, .max_queue = s->o.max_queue,
-                     .queue_timeout_s = s->o.queue_timeout_s};
+                     .queue_timeout_s = s->o.queue_timeout_s, .genv = &s->genv};
     return sched_start(s->e, s->tok, &so, &s->metrics, &s->sched);
 }
 
@@ -270,6 +273,7 @@ done:
     http_stop(s);
     sched_stop(s->sched);
     engine_close(s->e);
+    srv_genv_free(&s->genv);
     tok_free(s->tok);
     srv_keys_free(&s->keys);
     metrics_destroy(&s->metrics);

@@ -119,6 +119,13 @@ int metrics_render(srv_metrics *m, dsk_buf *o)
                  (double)m->draft_proposed) ||
          counter(o, "dskit_draft_tokens_accepted_total", "DSpark draft tokens accepted by verification", "counter",
                  (double)m->draft_accepted) ||
+         counter(o, "dskit_grammar_masks_total", "Structured output: allowed-token masks computed", "counter",
+                 (double)m->grammar_masks) ||
+         counter(o, "dskit_grammar_mask_seconds_total", "Structured output: scheduler time computing masks",
+                 "counter", m->grammar_s) ||
+         counter(o, "dskit_grammar_drafts_refused_total",
+                 "Structured output: draft tokens outside the grammar (their verify windows cut there)", "counter",
+                 (double)m->grammar_draft_cut) ||
          counter(o, "dskit_scheduler_rounds_total", "Engine steps the scheduler ran", "counter", (double)m->rounds) ||
          counter(o, "dskit_scheduler_rows_total", "Rows of all engine steps", "counter", (double)m->round_rows) ||
          counter(o, "dskit_scheduler_engine_seconds_total", "Scheduler time inside engine calls", "counter",

@@ -48,6 +48,8 @@ typedef struct {
     uint64_t prompt_tokens, generated_tokens;
     uint64_t draft_proposed, draft_accepted;
     uint64_t rounds, round_rows;
+    uint64_t grammar_masks, grammar_draft_cut; /* structured output: masks made, drafts the grammar refused */
+    double grammar_s;                  /* scheduler time computing masks */
     uint64_t finished[5];              /* by reason: stop, length, tool_calls, error, cancelled */
     double engine_s, overhead_s;       /* scheduler wall time in engine calls and in its own bookkeeping */
     double overhead_cpu_s;             /* the bookkeeping's CPU time on the scheduler thread */

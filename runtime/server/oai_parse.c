@@ -2,6 +2,7 @@
  * Null counts as absent (some clients send every field). */
 #include "runtime/server/oai_parse.h"
 #include "runtime/common/error.h"
+#include "runtime/tokenizer/dsml.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -22,7 +23,10 @@ typedef struct {
     const char *why;
 } field;
 
-static const char structured[] = "structured output (constrained decoding) is not supported yet";
+static const char no_ebnf[] = "grammars (EBNF) are not supported; use guided_json, guided_regex or guided_choice";
+static const char own_backend[] = "the structured-output backend is dskit's own (runtime/grammar): leave it out";
+static const char no_ws_pattern[] = "whitespace in JSON output is fixed (at most 16 bytes in a row): leave it out";
+static const char use_guided[] = "use response_format, guided_json, guided_regex or guided_choice";
 
 static const field chat_fields[] = {
     {"model", T_STR, F_USE, NULL}, {"messages", T_ARR, F_USE, NULL}, {"stream", T_BOOL, F_USE, NULL},
@@ -37,10 +41,11 @@ static const field chat_fields[] = {
     {"repetition_penalty", T_NUM | T_INT, F_USE, NULL}, {"min_p", T_NUM | T_INT, F_USE, NULL},
     {"logit_bias", T_OBJ, F_USE, NULL}, {"ignore_eos", T_BOOL, F_USE, NULL},
     {"return_token_ids", T_BOOL, F_USE, NULL}, {"user", T_STR, F_IGNORE, NULL},
-    {"guided_json", ~0u, F_REFUSE, structured}, {"guided_regex", ~0u, F_REFUSE, structured},
-    {"guided_choice", ~0u, F_REFUSE, structured}, {"guided_grammar", ~0u, F_REFUSE, structured},
-    {"guided_decoding_backend", ~0u, F_REFUSE, structured}, {"guided_whitespace_pattern", ~0u, F_REFUSE, structured},
-    {"structured_outputs", ~0u, F_REFUSE, structured},
+    {"guided_json", T_OBJ | T_STR | T_BOOL, F_USE, NULL}, {"guided_regex", T_STR, F_USE, NULL},
+    {"guided_choice", T_ARR, F_USE, NULL}, {"guided_grammar", ~0u, F_REFUSE, no_ebnf},
+    {"guided_decoding_backend", ~0u, F_REFUSE, own_backend},
+    {"guided_whitespace_pattern", ~0u, F_REFUSE, no_ws_pattern},
+    {"structured_outputs", ~0u, F_REFUSE, use_guided},
     {"functions", ~0u, F_REFUSE, "the legacy functions field is not supported; use tools"},
     {"function_call", ~0u, F_REFUSE, "the legacy function_call field is not supported; use tool_choice"},
     {"prediction", ~0u, F_REFUSE, "predicted outputs are not supported"},
@@ -62,9 +67,10 @@ static const field completion_fields[] = {
     {"return_token_ids", T_BOOL, F_USE, NULL}, {"user", T_STR, F_IGNORE, NULL},
     {"suffix", ~0u, F_REFUSE, "suffix (insertion) is not supported"},
     {"best_of", ~0u, F_REFUSE, "best_of is not supported"},
-    {"guided_json", ~0u, F_REFUSE, structured}, {"guided_regex", ~0u, F_REFUSE, structured},
-    {"guided_choice", ~0u, F_REFUSE, structured}, {"guided_grammar", ~0u, F_REFUSE, structured},
-    {"response_format", ~0u, F_REFUSE, structured}, {"structured_outputs", ~0u, F_REFUSE, structured},
+    {"response_format", T_OBJ, F_USE, NULL}, {"guided_json", T_OBJ | T_STR | T_BOOL, F_USE, NULL},
+    {"guided_regex", T_STR, F_USE, NULL}, {"guided_choice", T_ARR, F_USE, NULL},
+    {"guided_grammar", ~0u, F_REFUSE, no_ebnf}, {"guided_decoding_backend", ~0u, F_REFUSE, own_backend},
+    {"guided_whitespace_pattern", ~0u, F_REFUSE, no_ws_pattern}, {"structured_outputs", ~0u, F_REFUSE, use_guided},
     {NULL, 0, 0, NULL},
 };
 
@@ -240,11 +246,113 @@ static int max_tokens(const json_t *req, const char *k, oai_params *p, oai_error
     return 0;
 }
 
-/* tool_choice: auto (default), none (the tools are left out of the prompt); required and a named
- * function can only be honoured by constrained decoding, which is not here yet: refused. */
-static int tool_choice(const json_t *req, int *none, oai_error *e)
+/* ---- structured output ---- */
+
+static int set_spec(oai_params *p, int kind, const char *name, oai_error *e)
 {
-    const json_t *tc = json_object_get(req, "tool_choice");
+    if (p->spec.kind != CONS_NONE)
+        return BAD(e, name, "'%s' and '%s' both constrain the output: give one of them", p->spec.field, name);
+    p->spec.kind = kind;
+    p->spec.field = name;
+    return 0;
+}
+
+static int oom(oai_error *e)
+{
+    return oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+}
+
+/* response_format: text (nothing), json_object, or json_schema {name, schema, strict, description}. */
+static int response_format(const json_t *req, oai_params *p, oai_error *e)
+{
+    const json_t *rf = json_object_get(req, "response_format");
+    if (!rf || json_is_null(rf))
+        return 0;
+    const char *t = json_string_value(json_object_get(rf, "type"));
+    if (!t)
+        return BAD(e, "response_format", "response_format.type must be \"text\", \"json_object\" or \"json_schema\"");
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)rf, k, v) {
+        if (strcmp(k, "type") && (strcmp(t, "json_schema") || strcmp(k, "json_schema")))
+            return BAD(e, "response_format", "response_format.%s is not a field of a \"%s\" response_format", k, t);
+    }
+    if (!strcmp(t, "text"))
+        return 0;
+    if (!strcmp(t, "json_object"))
+        return set_spec(p, CONS_JSON_OBJECT, "response_format", e);
+    if (strcmp(t, "json_schema"))
+        return BAD(e, "response_format", "response_format.type '%s' is not one of \"text\", \"json_object\", "
+                                         "\"json_schema\"", t);
+    const json_t *js = json_object_get(rf, "json_schema");
+    if (!json_is_object(js))
+        return BAD(e, "response_format", "response_format.json_schema must be an object holding \"schema\"");
+    json_object_foreach((json_t *)js, k, v) {
+        int ok = (!strcmp(k, "name") && json_is_string(v)) || (!strcmp(k, "description") && json_is_string(v)) ||
+                 (!strcmp(k, "strict") && (json_is_boolean(v) || json_is_null(v))) ||
+                 (!strcmp(k, "schema") && (json_is_object(v) || json_is_boolean(v)));
+        if (!ok)
+            return BAD(e, "response_format", "response_format.json_schema.%s: %s", k,
+                       strcmp(k, "name") && strcmp(k, "description") && strcmp(k, "strict") && strcmp(k, "schema")
+                           ? "not a field (name, description, schema, strict)"
+                       : !strcmp(k, "schema") ? "must be a JSON Schema (an object or a boolean)"
+                       : !strcmp(k, "strict") ? "must be a boolean"
+                                              : "must be a string");
+    }
+    const json_t *schema = json_object_get(js, "schema");
+    if (!schema)
+        return BAD(e, "response_format", "response_format.json_schema.schema is required");
+    if (set_spec(p, CONS_SCHEMA, "response_format", e))
+        return -1;
+    p->spec.schema = json_incref((json_t *)schema);
+    return 0;
+}
+
+/* vLLM's guided_json (a schema, or its JSON text), guided_regex, guided_choice. */
+static int guided(const json_t *req, oai_params *p, oai_error *e)
+{
+    const json_t *v = json_object_get(req, "guided_json");
+    if (v && !json_is_null(v)) {
+        if (set_spec(p, CONS_SCHEMA, "guided_json", e))
+            return -1;
+        if (json_is_string(v)) {
+            json_error_t je;
+            if (!(p->spec.schema = json_loadb(json_string_value(v), json_string_length(v), JSON_DECODE_ANY, &je)))
+                return BAD(e, "guided_json", "guided_json is not JSON: %s (at character %d)", je.text, je.position);
+            if (!json_is_object(p->spec.schema) && !json_is_boolean(p->spec.schema))
+                return BAD(e, "guided_json", "guided_json must be a JSON Schema (an object or a boolean)");
+        } else
+            p->spec.schema = json_incref((json_t *)v);
+    }
+    v = json_object_get(req, "guided_regex");
+    if (v && !json_is_null(v)) {
+        if (set_spec(p, CONS_REGEX, "guided_regex", e))
+            return -1;
+        p->spec.regex = json_incref((json_t *)v);
+    }
+    v = json_object_get(req, "guided_choice");
+    if (v && !json_is_null(v)) {
+        size_t i;
+        const json_t *x;
+        if (!json_array_size(v))
+            return BAD(e, "guided_choice", "guided_choice must be a non-empty array of strings");
+        json_array_foreach(v, i, x) {
+            if (!json_is_string(x))
+                return BAD(e, "guided_choice", "guided_choice[%zu] must be a string", i);
+        }
+        if (set_spec(p, CONS_CHOICE, "guided_choice", e))
+            return -1;
+        p->spec.choices = json_incref((json_t *)v);
+    }
+    return 0;
+}
+
+/* tool_choice: auto (default), none (the tools are left out of the prompt), required (a DSML call of one
+ * of the tools, forced by the tools' grammar), or {"type": "function", "function": {"name": N}} (a call
+ * of N). */
+static int tool_choice(const json_t *req, oai_params *p, int *none, oai_error *e)
+{
+    const json_t *tc = json_object_get(req, "tool_choice"), *tools = json_object_get(req, "tools");
     *none = 0;
     if (!tc || json_is_null(tc))
         return 0;
@@ -254,13 +362,46 @@ static int tool_choice(const json_t *req, int *none, oai_error *e)
             return 0;
         if (!strcmp(s, "none"))
             return *none = 1, 0;
-        if (!strcmp(s, "required"))
-            return UNSUPPORTED(e, "tool_choice", "tool_choice \"required\" needs constrained decoding, which this "
-                                                 "server does not have yet; use \"auto\"");
-        return BAD(e, "tool_choice", "tool_choice must be \"auto\", \"none\", \"required\" or a named function");
+        if (strcmp(s, "required"))
+            return BAD(e, "tool_choice", "tool_choice must be \"auto\", \"none\", \"required\" or a named function");
+    } else {
+        const json_t *fn = json_object_get(tc, "function");
+        const char *type = json_string_value(json_object_get(tc, "type"));
+        if (!type || strcmp(type, "function") || !json_is_string(json_object_get(fn, "name")))
+            return BAD(e, "tool_choice", "a named tool_choice is {\"type\": \"function\", \"function\": {\"name\": ...}}");
     }
-    return UNSUPPORTED(e, "tool_choice", "a named tool_choice needs constrained decoding, which this server does "
-                                         "not have yet; use \"auto\"");
+    if (!json_array_size(tools))
+        return BAD(e, "tool_choice", "tool_choice %s needs a non-empty 'tools'",
+                   json_is_string(tc) ? "\"required\"" : "naming a function");
+    if (set_spec(p, CONS_TOOLS, "tool_choice", e))
+        return -1;
+    p->spec.tools = json_incref((json_t *)tools);
+    if (json_is_string(tc))
+        return 0;
+    /* the name as the prompt spells it (namespace::name), and it must be one of the tools */
+    dsk_buf want = {0}, have = {0};
+    const json_t *fn = json_object_get(tc, "function");
+    if (dsml_tool_name(tc, fn, &want) || dsk_buf_append(&want, "", 1)) {
+        dsk_buf_free(&want);
+        return BAD(e, "tool_choice", "tool_choice: %s", dsk_err_msg());
+    }
+    int found = 0;
+    size_t i;
+    const json_t *t;
+    json_array_foreach(tools, i, t) {
+        have.len = 0;
+        if (!dsml_tool_name(t, json_object_get(t, "function"), &have) && have.len == want.len - 1 &&
+            !memcmp(have.data, want.data, have.len))
+            found = 1;
+    }
+    dsk_buf_free(&have);
+    if (!found) {
+        BAD(e, "tool_choice", "tool_choice names the function '%s', which is not among the tools", want.data);
+        dsk_buf_free(&want);
+        return -1;
+    }
+    p->spec.force_name = want.data; /* NUL-terminated above */
+    return 0;
 }
 
 int oai_parse_chat(const json_t *req, const char *served, oai_params *p, oai_error *e)
@@ -282,19 +423,17 @@ int oai_parse_chat(const json_t *req, const char *served, oai_params *p, oai_err
         return BAD(e, "top_logprobs", "'top_logprobs' must be 0..%d", SAMPLE_MAX_TOP_LOGPROBS);
     if (p->logprobs)
         p->gen.top_logprobs = (int)top;
-    const json_t *rf = json_object_get(req, "response_format");
-    const char *rft = json_string_value(json_object_get(rf, "type"));
-    if (json_is_object(rf) && !(rft && !strcmp(rft, "text")))
-        return UNSUPPORTED(e, "response_format", "response_format '%s': %s", rft ? rft : "?", structured);
     const json_t *ptc = json_object_get(req, "parallel_tool_calls");
     p->parallel_tool_calls = !json_is_false(ptc);
     int none;
-    if (tool_choice(req, &none, e))
+    if (response_format(req, p, e) || guided(req, p, e) || tool_choice(req, p, &none, e))
         return -1;
-    /* what chat_encode reads: a shallow copy, thinking on unless asked off, tools per tool_choice */
+    if (p->spec.kind == CONS_TOOLS)
+        p->spec.max_calls = p->parallel_tool_calls ? 0 : 1;
+    /* what chat_encode reads: a shallow copy, thinking on unless asked off, tools per tool_choice (the
+     * template writes a non-text response_format into the system turn, as the model was trained) */
     if (!(p->chat = json_copy((json_t *)req)))
-        return oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
-    json_object_del(p->chat, "response_format"); /* only "text" gets here: nothing to render */
+        return oom(e);
     if (none)
         json_object_del(p->chat, "tools");
     const json_t *kw = json_object_get(req, "chat_template_kwargs");
@@ -346,7 +485,7 @@ int oai_parse_completion(const json_t *req, const char *served, oai_params *p, o
     } else if (!json_is_string(pr))
         return BAD(e, "prompt", "'prompt' must be a string or an array of token ids");
     p->prompt = pr;
-    return 0;
+    return response_format(req, p, e) || guided(req, p, e);
 }
 
 void oai_params_free(oai_params *p)
@@ -358,4 +497,7 @@ void oai_params_free(oai_params *p)
     p->gen.n_stops = 0;
     json_decref(p->chat);
     p->chat = NULL;
+    srv_spec_free(&p->spec);
+    grammar_free(p->gen.grammar);
+    p->gen.grammar = NULL;
 }

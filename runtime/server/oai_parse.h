@@ -1,10 +1,12 @@
 /* OpenAI request bodies (POST /v1/chat/completions, /v1/completions) checked and turned into generation
  * parameters. Every field is known: a supported one of the wrong type or range is a 400 naming it, an
- * unsupported one (n > 1, response_format, guided_*, penalties, logit_bias, ...) a 400 saying why, and an
- * unknown one a 400 naming it: nothing is silently ignored (docs/serving.md). */
+ * unsupported one (n > 1, guided_grammar, penalties, logit_bias, ...) a 400 saying why, and an unknown one
+ * a 400 naming it: nothing is silently ignored (docs/serving.md). Structured output (response_format,
+ * guided_json / _regex / _choice, a forced tool_choice) is checked here and compiled by the route. */
 #ifndef DSK_SERVER_OAI_PARSE_H
 #define DSK_SERVER_OAI_PARSE_H
 
+#include "runtime/server/constrain.h"
 #include "runtime/server/request.h"
 
 #include <jansson.h>
@@ -29,6 +31,7 @@ typedef struct {
     int parallel_tool_calls;  /* false: only the first call is returned */
     json_t *chat;             /* chat: what chat_encode reads (thinking defaulted on, tools per tool_choice) */
     const json_t *prompt;     /* completions: a string or an array of ids (borrowed from the request) */
+    srv_spec spec;            /* structured output asked for (kind CONS_NONE: none) */
 } oai_params;
 
 int oai_parse_chat(const json_t *req, const char *served_name, oai_params *p, oai_error *e);

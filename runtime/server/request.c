@@ -69,6 +69,7 @@ void srv_req_unref(srv_req *r)
     for (int i = 0; i < r->gen.n_stops; i++)
         free(r->gen.stops[i]);
     free(r->gen.stops);
+    grammar_free(r->gen.grammar);
     free(r->prompt);
     dsk_buf_free(&r->text);
     free(r->tokens);

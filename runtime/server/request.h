@@ -6,6 +6,7 @@
 #define DSK_SERVER_REQUEST_H
 
 #include "runtime/common/util.h"
+#include "runtime/grammar/grammar.h"
 #include "runtime/model/sampling.h"
 
 #include <pthread.h>
@@ -27,6 +28,10 @@ typedef struct {
     int ignore_eos;
     char **stops;         /* stop strings (non-empty, NUL-terminated) */
     int n_stops;
+    /* structured output: the compiled grammar (owned by the request, read-only, freed with it) or NULL;
+     * think_first: the reply starts with reasoning, free text up to </think>, the grammar after it */
+    grammar *grammar;
+    int think_first;
 } srv_gen;
 
 typedef struct srv_req {

@@ -122,6 +122,7 @@ static srv_req *make_request(http_ctx *cx, oai_params *p, tok_ids *ids, const ch
     r->gen.max_tokens = (int)max;
     p->gen.stops = NULL;
     p->gen.n_stops = 0;
+    p->gen.grammar = NULL;
     r->reserve = reserve;
     r->t_arrival = dsk_now();
     /* no seed asked: one derived from the request id, sent back in x-dskit-seed; 53 bits, so it goes back
@@ -131,6 +132,18 @@ static srv_req *make_request(http_ctx *cx, oai_params *p, tok_ids *ids, const ch
     cx->seed = r->gen.sp.seed;
     cx->has_seed = 1;
     return r;
+}
+
+/* Structured output: the request's grammar, compiled here on its own thread (the scheduler only follows
+ * it). A refusal is a 400 naming the field and, from the compiler, the keyword and path or the limit. */
+static int constrain(server *s, oai_params *p, int thinking, oai_error *e)
+{
+    double t0 = dsk_now();
+    if (srv_spec_compile(&s->genv, &p->spec, &p->gen.grammar))
+        return oai_fail(e, 400, "invalid_request_error", "invalid_structured_output", p->spec.field,
+                        "%s: %s (refused after %.0f ms)", p->spec.field, dsk_err_msg(), 1e3 * (dsk_now() - t0));
+    p->gen.think_first = thinking;
+    return 0;
 }
 
 static enum MHD_Result generate(http_ctx *cx, int kind)
@@ -162,6 +175,10 @@ static enum MHD_Result generate(http_ctx *cx, int kind)
         cp.ids = (tok_ids){0};
         thinking = cp.thinking;
     } else if (completion_prompt(s, p.prompt, &ids, &e)) {
+        rc = bad_request(cx, &e);
+        goto done;
+    }
+    if (p.spec.kind != CONS_NONE && constrain(s, &p, thinking, &e)) {
         rc = bad_request(cx, &e);
         goto done;
     }

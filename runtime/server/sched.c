@@ -154,6 +154,15 @@ static void admit(sched *s)
         *sl = (slot){.r = r, .seq = seq, .admit_no = s->admissions++, .draft = draft, .toks = toks, .lps = lps,
                      .text = text};
         srv_detok_init(&sl->dt, s->tok, r->gen.stops, r->gen.n_stops);
+        if (r->gen.grammar && srv_cseq_open(&sl->cs, s->o.genv, r->gen.grammar, r->gen.think_first, s->window)) {
+            fprintf(stderr, "dskit serve: request %s: %s\n", r->id, dsk_err_msg());
+            srv_req_fail(r, 500, "server_error", NULL, "request %s: %s", r->id, dsk_err_msg());
+            srv_detok_free(&sl->dt);
+            engine_seq_close(s->e, seq);
+            sl->r = NULL;
+            finish_unadmitted(s, r, FIN_ERROR);
+            continue;
+        }
         s->n_open++;
         s->pool_used += r->reserve;
         pthread_mutex_lock(&s->mu);

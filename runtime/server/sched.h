@@ -9,6 +9,7 @@
 #define DSK_SERVER_SCHED_H
 
 #include "runtime/engine/engine.h"
+#include "runtime/server/constrain.h"
 #include "runtime/server/metrics.h"
 #include "runtime/server/request.h"
 #include "runtime/tokenizer/tokenizer.h"
@@ -18,6 +19,7 @@ typedef struct {
     int draft;              /* DSpark drafting with exact verification (when the model has a drafter) */
     int max_queue;          /* requests that may wait for a sequence or pool room */
     double queue_timeout_s; /* a request that waited this long fails with 503 */
+    const srv_genv *genv;   /* structured output (requests whose gen.grammar is set) */
 } sched_opts;
 
 typedef struct sched sched;

@@ -28,6 +28,7 @@ typedef struct {
     int row0, n_rows;  /* its rows in this round's step (n_rows 0: none) */
     int fin;           /* FIN_* once it ended */
     srv_detok dt;
+    srv_cseq cs;       /* structured output (r->gen.grammar set): the matcher and this round's masks */
     /* this round's output, published at the end of the round */
     dsk_buf text;
     int32_t *toks;
@@ -65,6 +66,8 @@ struct sched {
     engine_draft_req *dreq;
     int *dslot, *order;
     double engine_s, engine_cpu; /* this round's wall and thread-CPU time inside engine calls */
+    double grammar_s;            /* this round's time computing masks */
+    uint64_t grammar_masks, grammar_cut; /* masks made; drafts cut because the grammar refused them */
 };
 
 /* The scheduler thread's CPU time: its own cost per round without the time it was descheduled (the

@@ -84,6 +84,7 @@ static void publish(sched *s, slot *sl)
 static void release(sched *s, slot *sl)
 {
     engine_seq_close(s->e, sl->seq);
+    srv_cseq_close(&sl->cs); /* every end (finish, cancel, disconnect, error, stop) passes here */
     s->pool_used -= sl->r->reserve;
     s->n_open--;
     srv_detok_free(&sl->dt);
@@ -127,7 +128,14 @@ static int emit(sched *s, slot *sl, int32_t tok, int row)
         memcpy(l->top_lp, s->eo.top_lp + (int64_t)row * SAMPLE_MAX_TOP_LOGPROBS, sizeof l->top_lp);
     }
     sl->n_new++;
-    if (tok == s->info->cfg->eos_token_id && !g->ignore_eos) {
+    /* a constrained reply: the token was drawn under its mask, so the grammar takes it; its EOS ends the
+     * reply even with ignore_eos (nothing may follow it) */
+    if (g->grammar && srv_cseq_advance(s->o.genv, sl->cs.m, &sl->cs.active, tok)) {
+        srv_req_fail(sl->r, 500, "server_error", NULL, "request %s: the grammar refused the drawn token %d: %s",
+                     sl->r->id, tok, dsk_err_msg());
+        return sl->fin = FIN_ERROR, 1;
+    }
+    if (tok == s->info->cfg->eos_token_id && (!g->ignore_eos || g->grammar)) {
         sl->fin = FIN_STOP;
     } else {
         int stopped = 0;
@@ -151,6 +159,39 @@ static engine_row row_of(const slot *sl, int32_t token, int64_t pos, int sample)
     const srv_gen *g = &sl->r->gen;
     return (engine_row){.seq = sl->seq, .token = token, .pos = pos, .sample = sample, .sp = g->sp,
                         .top_logprobs = sample ? g->top_logprobs : -1};
+}
+
+/* Structured output: the masks of a sequence's k rows at rows[n..], row j's from the matcher advanced
+ * through the window's drafts before it and for the budget left after them (so exactly the mask the same
+ * draw gets without drafting). A draft outside row j's mask can never equal row j's draw: the window is
+ * cut after row j, as a mismatch would cut it. */
+static int constrain_rows(sched *s, slot *sl, int n, int *k)
+{
+    const srv_genv *env = s->o.genv;
+    srv_cseq *c = &sl->cs;
+    double t0 = dsk_now();
+    int active = c->active;
+    if (grammar_matcher_copy(c->walk, c->m))
+        return -1;
+    for (int j = 0; j < *k; j++) {
+        uint32_t *mask = c->masks + env->words * (size_t)j;
+        if (srv_cseq_mask(env, c, c->walk, active, (int64_t)sl->r->gen.max_tokens - sl->n_out - j, mask))
+            return -1;
+        s->grammar_masks++;
+        s->rows[n + j].allow = mask;
+        if (j + 1 == *k)
+            break;
+        int32_t d = s->rows[n + j + 1].token;
+        if (!srv_mask_has(mask, d) || d == env->eos) {
+            s->grammar_cut += (uint64_t)(*k - j - 1);
+            *k = j + 1;
+            break;
+        }
+        if (srv_cseq_advance(env, c->walk, &active, d))
+            return -1;
+    }
+    s->grammar_s += dsk_now() - t0;
+    return 0;
 }
 
 /* One verify window (or decode row) per decoding sequence; the drafts come from one engine_draft call. */
@@ -197,6 +238,10 @@ static int decode_rows(sched *s, int n)
             sched_end_slot(s, sl, FIN_LENGTH);
             continue;
         }
+        if (sl->r->gen.grammar && constrain_rows(s, sl, n, &k)) {
+            fail_slot(s, sl, "structured output");
+            continue;
+        }
         sl->row0 = n;
         sl->n_rows = k;
         n += k;
@@ -226,6 +271,17 @@ static int prompt_rows(sched *s, int n)
         for (int j = 0; j < k; j++) {
             int p = sl->n_fed + j;
             s->rows[n + j] = row_of(sl, r->prompt[p], p, p == r->n_prompt - 1);
+        }
+        /* the first token's draw: the grammar's first mask (thinking's, when the reply reasons first) */
+        if (r->gen.grammar && sl->n_fed + k == r->n_prompt) {
+            double t0 = dsk_now();
+            if (srv_cseq_mask(s->o.genv, &sl->cs, sl->cs.m, sl->cs.active, r->gen.max_tokens, sl->cs.masks)) {
+                fail_slot(s, sl, "structured output");
+                continue;
+            }
+            s->rows[n + k - 1].allow = sl->cs.masks;
+            s->grammar_masks++;
+            s->grammar_s += dsk_now() - t0;
         }
         sl->row0 = n;
         sl->n_rows = k;
@@ -274,7 +330,8 @@ static void accept(sched *s, slot *sl)
 void sched_round(sched *s)
 {
     double t0 = dsk_now(), c0 = thread_cpu();
-    s->engine_s = s->engine_cpu = 0;
+    s->engine_s = s->engine_cpu = s->grammar_s = 0;
+    s->grammar_masks = s->grammar_cut = 0;
     int n = prompt_rows(s, decode_rows(s, 0));
     if (n == 0)
         return;
@@ -300,6 +357,9 @@ void sched_round(sched *s)
     double total = dsk_now() - t0, cpu = thread_cpu() - c0;
     metrics_lock(s->m);
     s->m->rounds++;
+    s->m->grammar_masks += s->grammar_masks;
+    s->m->grammar_draft_cut += s->grammar_cut;
+    s->m->grammar_s += s->grammar_s;
     s->m->round_rows += (uint64_t)n;
     s->m->engine_s += s->engine_s;
     s->m->overhead_s += total > s->engine_s ? total - s->engine_s : 0;

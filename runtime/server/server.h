@@ -6,6 +6,7 @@
 
 #include "runtime/engine/engine.h"
 #include "runtime/server/auth.h"
+#include "runtime/server/constrain.h"
 #include "runtime/server/metrics.h"
 #include "runtime/server/sched.h"
 #include "runtime/tokenizer/tokenizer.h"
@@ -42,6 +43,7 @@ typedef struct server {
     engine *e;
     dsk_tokenizer *tok;
     sched *sched;
+    srv_genv genv;             /* structured output: the grammar vocabulary, built at load */
     int vocab, window;         /* window: rows a decode round of one sequence may carry */
     int64_t context, pool;
     double started;
