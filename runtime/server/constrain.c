@@ -9,11 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Steering starts when the budget left is within this many tokens of the shortest completion. From then
- * on only single-byte tokens are drawn, each checked to leave the completion within the budget, so the
- * reply completes unless one token drawn just before raised the shortest completion by more than this
- * (docs/serving.md). Far from the end (every real request with a sensible max_tokens) it never acts. */
-#define STEER_SLACK 64
+/* Steering toward the end of the token budget, so a constrained reply completes within max_tokens.
+ * Within STEER_WINDOW tokens of the shortest completion, a state with few allowed tokens (structure,
+ * literals, enums: where one token can commit the reply to much more output) keeps only the tokens after
+ * which the completion and its EOS still fit, each checked. Within STEER_SLACK, a state with many allowed
+ * tokens (inside free strings) keeps only single-byte tokens, checked the same way. A reply can still miss
+ * its budget only when, just before STEER_SLACK, one token out of a large set raised the shortest completion
+ * by more than STEER_SLACK bytes (docs/serving.md). Far from the end it never acts. */
+#define STEER_WINDOW 256
+#define STEER_SLACK 16
+#define STEER_MAX_CANDIDATES 512 /* "few allowed tokens": at most this many, each checked */
 
 void srv_spec_free(srv_spec *sp)
 {
@@ -113,8 +118,8 @@ int srv_cseq_mask(const srv_genv *env, srv_cseq *c, grammar_matcher *m, int acti
 {
     int64_t rem = grammar_remaining(m);
     if (!active) {
-        /* </think> in time for the shortest constrained reply and its EOS */
-        if (budget <= rem + 2 + STEER_SLACK)
+        /* </think> in time for the shortest constrained reply, its EOS and some room to steer */
+        if (budget <= rem + 2 + 2 * STEER_SLACK)
             only(env, mask, env->think_end);
         else
             memcpy(mask, env->free_mask, sizeof(uint32_t) * env->words);
@@ -122,18 +127,30 @@ int srv_cseq_mask(const srv_genv *env, srv_cseq *c, grammar_matcher *m, int acti
     }
     if (grammar_allowed(m, mask))
         return -1;
-    if (budget > rem + 1 + STEER_SLACK)
+    if (budget > rem + 1 + STEER_WINDOW)
         return 0;
-    /* steering: the single-byte candidates after which the completion and its EOS still fit in what is
-     * left after this token (budget - 1); EOS where the grammar accepts */
-    int32_t keep[512];
-    int n = 0, eos_ok = srv_mask_has(mask, env->eos);
+    /* the candidates: every allowed token when they are few, else the single-byte ones near the end */
+    int32_t keep[STEER_MAX_CANDIDATES], cand[STEER_MAX_CANDIDATES];
+    int n = 0, nc = 0, eos_ok = srv_mask_has(mask, env->eos), count = 0;
+    for (size_t w = 0; w < env->words && count <= STEER_MAX_CANDIDATES; w++)
+        for (uint32_t bits = mask[w]; bits && count <= STEER_MAX_CANDIDATES; bits &= bits - 1) {
+            int32_t id = (int32_t)(w * 32) + __builtin_ctz(bits);
+            if (count < STEER_MAX_CANDIDATES && id != env->eos)
+                cand[nc++] = id;
+            count++;
+        }
+    if (count > STEER_MAX_CANDIDATES) {
+        if (budget > rem + 1 + STEER_SLACK)
+            return 0;
+        nc = 0;
+        for (int k = 0; k < env->n_short; k++)
+            if (srv_mask_has(mask, env->short_ids[k]))
+                cand[nc++] = env->short_ids[k];
+    }
     int32_t best = -1;
     int64_t best_left = INT64_MAX;
-    for (int k = 0; k < env->n_short; k++) {
-        int32_t id = env->short_ids[k];
-        if (!srv_mask_has(mask, id))
-            continue;
+    for (int k = 0; k < nc; k++) {
+        int32_t id = cand[k];
         if (grammar_matcher_copy(c->probe, m) || grammar_accept_token(c->probe, id))
             return -1;
         int64_t left = grammar_remaining(c->probe);
@@ -145,7 +162,7 @@ int srv_cseq_mask(const srv_genv *env, srv_cseq *c, grammar_matcher *m, int acti
     if (!n && !eos_ok && best >= 0)
         keep[n++] = best; /* past the budget already (it was too small): still head for the end */
     if (!n && !eos_ok)
-        return 0; /* no single-byte way on: leave the grammar's own mask */
+        return 0; /* no candidate at all (none allowed but EOS-less multi-byte ones): the grammar's mask */
     memset(mask, 0, sizeof(uint32_t) * env->words);
     for (int i = 0; i < n; i++)
         mask[keep[i] / 32] |= 1u << (keep[i] & 31);
