@@ -6,6 +6,7 @@
 #include "runtime/common/error.h"
 #include "runtime/common/rng.h"
 #include "runtime/server/auth.h"
+#include "runtime/server/constrain.h"
 #include "runtime/server/detok.h"
 #include "runtime/server/oai_parse.h"
 #include "runtime/server/oai_reply.h"
@@ -278,6 +279,140 @@ static void test_request_checks(void **state)
     json_decref(j);
 }
 
+/* Structured-output fields: which constraint, from which field, and the refusals that name it. */
+static void test_structured_specs(void **state)
+{
+    (void)state;
+    static const char tools[] = "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": "
+                                "{\"type\": \"object\"}}}, {\"type\": \"function\", \"namespace\": \"ns\", \"function\": "
+                                "{\"name\": \"g\"}}]";
+    static const struct {
+        const char *extra;
+        int kind;
+        const char *field; /* the spec's field, or the refused param when kind < 0 */
+    } cases[] = {
+        {"\"response_format\": {\"type\": \"text\"}", CONS_NONE, ""},
+        {"\"response_format\": {\"type\": \"json_object\"}", CONS_JSON_OBJECT, "response_format"},
+        {"\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"n\", \"strict\": true, "
+         "\"schema\": {\"type\": \"integer\"}}}", CONS_SCHEMA, "response_format"},
+        {"\"guided_json\": {\"type\": \"integer\"}", CONS_SCHEMA, "guided_json"},
+        {"\"guided_json\": \"{\\\"type\\\": \\\"integer\\\"}\"", CONS_SCHEMA, "guided_json"},
+        {"\"guided_regex\": \"a+\"", CONS_REGEX, "guided_regex"},
+        {"\"guided_choice\": [\"a\", \"b\"]", CONS_CHOICE, "guided_choice"},
+        {"\"tool_choice\": \"required\"", CONS_TOOLS, "tool_choice"},
+        {"\"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"f\"}}", CONS_TOOLS, "tool_choice"},
+        {"\"tool_choice\": {\"type\": \"function\", \"namespace\": \"ns\", \"function\": {\"name\": \"g\"}}",
+         CONS_TOOLS, "tool_choice"},
+        {"\"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"g\"}}", -1, "tool_choice"},
+        {"\"tool_choice\": \"auto\"", CONS_NONE, ""},
+        {"\"guided_json\": {}, \"guided_regex\": \"a\"", -1, "guided_regex"},
+        {"\"tool_choice\": \"required\", \"response_format\": {\"type\": \"json_object\"}", -1, "tool_choice"},
+        {"\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"schema\": 5}}", -1, "response_format"},
+        {"\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"schema\": {}, \"extra\": 1}}", -1,
+         "response_format"},
+        {"\"response_format\": {\"type\": \"json_object\", \"json_schema\": {}}", -1, "response_format"},
+        {"\"guided_choice\": []", -1, "guided_choice"},
+        {"\"guided_json\": \"[1,\"", -1, "guided_json"},
+        {"\"guided_json\": \"5\"", -1, "guided_json"},
+        {"\"guided_regex\": 5", -1, "guided_regex"},
+        {"\"guided_grammar\": \"x\"", -1, "guided_grammar"},
+        {"\"guided_decoding_backend\": \"xgrammar\"", -1, "guided_decoding_backend"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char body[1024];
+        snprintf(body, sizeof body, "{\"messages\": [{}], %s, %s}", tools, cases[i].extra);
+        json_t *j = parse(body);
+        oai_params p;
+        oai_error e = {0};
+        int rc = oai_parse_chat(j, "m", &p, &e);
+        if (cases[i].kind < 0) {
+            if (rc == 0)
+                fail_msg("case %zu accepted", i);
+            assert_string_equal(e.param, cases[i].field);
+            assert_int_equal(e.status, 400);
+        } else {
+            if (rc)
+                fail_msg("case %zu refused: %s", i, e.message);
+            assert_int_equal(p.spec.kind, cases[i].kind);
+            assert_string_equal(p.spec.kind ? p.spec.field : "", cases[i].field);
+        }
+        if (i == 9)
+            assert_string_equal(p.spec.force_name, "ns::g"); /* as the prompt spells it */
+        if (i == 8)
+            assert_int_equal(p.spec.max_calls, 0);
+        oai_params_free(&p);
+        json_decref(j);
+    }
+    json_t *j = parse("{\"prompt\": \"x\", \"guided_regex\": \"[0-9]+\"}");
+    oai_params p;
+    oai_error e;
+    assert_ok(oai_parse_completion(j, "m", &p, &e));
+    assert_int_equal(p.spec.kind, CONS_REGEX);
+    oai_params_free(&p);
+    json_decref(j);
+}
+
+/* Steering: a walk that takes any token its mask allows (uniformly: a model with no preference) ends with
+ * EOS within its budget, for budgets from the shortest completion up. */
+static void test_steering_completes(void **state)
+{
+    (void)state;
+    srv_genv env;
+    assert_ok(srv_genv_init(&env, TOK, 129280));
+    static const char *const schemas[] = {
+        "{\"type\": \"object\", \"properties\": {\"user\": {\"type\": \"object\", \"properties\": {\"name\": {\"type\": "
+        "\"string\", \"maxLength\": 10}, \"age\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 120}}, "
+        "\"required\": [\"name\", \"age\"]}, \"ok\": {\"type\": \"boolean\"}}, \"required\": [\"user\"]}",
+        "{\"type\": \"array\", \"items\": {\"enum\": [\"red\", \"green\", 3]}, \"maxItems\": 5}",
+        NULL,
+    };
+    uint32_t *mask = malloc(sizeof(uint32_t) * env.words);
+    assert_non_null(mask);
+    dsk_rng rng;
+    dsk_rng_seed(&rng, 12);
+    for (int si = 0; si < 3; si++) {
+        grammar *g = NULL;
+        if (schemas[si]) {
+            json_t *js = parse(schemas[si]);
+            assert_ok(grammar_from_schema(env.v, js, NULL, &g));
+            json_decref(js);
+        } else {
+            static const char rx[] = "[a-z]{3,8}@(example|test)\\.(com|org)( [A-Za-z ]{0,40})?";
+            assert_ok(grammar_from_regex(env.v, rx, strlen(rx), NULL, &g));
+        }
+        for (int walk = 0; walk < 12; walk++) {
+            srv_cseq c;
+            assert_ok(srv_cseq_open(&c, &env, g, 0, 1));
+            int64_t rem = grammar_remaining(c.m), budget = rem + 1 + (walk % 4) * 7 + walk;
+            int64_t t = 0;
+            int done = 0;
+            for (; t < budget && !done; t++) {
+                assert_ok(srv_cseq_mask(&env, &c, c.m, c.active, budget - t, mask));
+                uint64_t n = 0;
+                for (size_t w = 0; w < env.words; w++)
+                    n += (uint64_t)__builtin_popcount(mask[w]);
+                if (n == 0)
+                    fail_msg("schema %d walk %d: an empty mask at token %lld", si, walk, (long long)t);
+                uint64_t pick = dsk_rng_below(&rng, n);
+                int32_t id = -1;
+                for (size_t w = 0; id < 0; w++)
+                    for (uint32_t b = mask[w]; b && id < 0; b &= b - 1)
+                        if (pick-- == 0)
+                            id = (int32_t)(w * 32) + __builtin_ctz(b);
+                assert_ok(srv_cseq_advance(&env, c.m, &c.active, id));
+                done = id == env.eos;
+            }
+            if (!done)
+                fail_msg("schema %d walk %d: no EOS within a budget of %lld (shortest completion %lld)", si, walk,
+                         (long long)budget, (long long)rem);
+            srv_cseq_close(&c);
+        }
+        grammar_free(g);
+    }
+    free(mask);
+    srv_genv_free(&env);
+}
+
 /* A reply text with reasoning, content and two DSML calls, as the scheduler would publish it. */
 static const char reply_text[] =
     "let me look</think>Checking both.\n\n<｜DSML｜ calls>\n<｜DSML｜ invoke name=\"get_weather\">\n"
@@ -415,6 +550,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sha256_vectors),   cmocka_unit_test(test_keys),
         cmocka_unit_test(test_stop_strings),     cmocka_unit_test(test_request_checks),
+        cmocka_unit_test(test_structured_specs), cmocka_unit_test(test_steering_completes),
         cmocka_unit_test(test_reply_tool_calls), cmocka_unit_test(test_stream_tool_calls),
         cmocka_unit_test(test_reply_malformed_calls),
     };
