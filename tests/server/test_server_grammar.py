@@ -6,6 +6,7 @@ and come back fast. Two servers: drafting off (the reference) and on."""
 import concurrent.futures
 import json
 import re
+import socket
 import time
 import unittest
 
@@ -206,6 +207,24 @@ class Schemas(unittest.TestCase):
         self.assertEqual(len(reqs), 12)
         self.assertEqual(burst, alone)
         wait_until(lambda: metric(OFF.port, "dskit_requests_running") == 0, 10)
+
+
+    def test_disconnect_frees_the_sequence(self):
+        # a constrained stream (drafting on: the matcher and its draft copy) whose client leaves
+        path, b = chat({"guided_json": {"type": "array", "items": {"type": "string"}}}, 400, 9)
+        body = json.dumps(dict(b, stream=True)).encode()
+        c = socket.create_connection(("127.0.0.1", ON.port), timeout=60)
+        c.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                  % (path.encode(), len(body), body))
+        got = b""
+        while got.count(b"data: ") < 4:
+            got += c.recv(4096)
+        self.assertEqual(metric(ON.port, "dskit_requests_running"), 1)
+        c.close()
+        self.assertTrue(wait_until(lambda: metric(ON.port, "dskit_requests_running") == 0, 10))
+        self.assertEqual(metric(ON.port, "dskit_sequences_open"), 0)
+        # and the server goes on constraining
+        self.assertIn(text_of(send(ON, completion({"guided_choice": ["x", "y"]}, 4))), ("x", "y"))
 
 
 class Refusals(unittest.TestCase):
