@@ -435,7 +435,7 @@ class Lifecycle(unittest.TestCase):
             self.assertIn("--api-key-file", p.stderr)
 
     def test_refusals_at_start(self):
-        for args, what in ((["--backend", "gpu"], "not available"), (["--tp", "9"], "--tp: 9 is out of range"),
+        for args, what in ((["--backend", "gpu"], "needs a kit"), (["--backend", "tpu"], "not available"), (["--tp", "9"], "--tp: 9 is out of range"),
                            (["--bogus", "1"], "unknown option")):
             p = subprocess.run([DSKIT, "serve", "--model", tiny_model(), "--port", "0"] + args,
                                capture_output=True, text=True, timeout=60)
