@@ -215,6 +215,10 @@ static size_t ws_need(const gpu_backend *b)
 
 static void gpu_free_all(gpu_backend *b)
 {
+    for (int i = 0; i < b->ngraphs; i++)
+        cu.cuGraphExecDestroy(b->graphs[i].exec);
+    if (b->io_host)
+        cu.cuMemFreeHost(b->io_host);
     if (b->ws.ptr)
         exl3_workspace_free(&b->ws);
     if (b->arena)
@@ -428,7 +432,23 @@ int gpu_backend_open(const engine_backend_args *a, void **impl, const engine_bac
     ar.dry = 0;
     ar.at = 0;
     layout(b, &ar);
-    if (exl3_workspace_alloc(&b->ws, &b->g, ws) || cu.cuMemAllocHost(&b->plan_host, b->plan.bytes) != CUDA_SUCCESS) {
+    /* the draw's pinned host memory: parameters, masks and results of max_rows rows */
+    {
+        size_t R = (size_t)b->max_rows, at = 0, words = (size_t)(b->cfg->vocab_size + 31) / 32;
+#define IO(f, bytes) (b->f = at, at = (at + (bytes) + 63) & ~(size_t)63)
+        IO(io_sp, sizeof(sample_row_params) * R);
+        IO(io_allow, sizeof(uint32_t) * words * R);
+        IO(io_tok, sizeof(int32_t) * R);
+        IO(io_lp, sizeof(float) * R);
+        IO(io_tid, sizeof(int32_t) * R * SAMPLE_TOP_LOGPROBS);
+        IO(io_tlp, sizeof(float) * R * SAMPLE_TOP_LOGPROBS);
+#undef IO
+        b->io_bytes = at;
+    }
+    const char *graphs = getenv("DSKIT_GPU_GRAPHS");
+    b->use_graphs = !(graphs && !strcmp(graphs, "0"));
+    if (exl3_workspace_alloc(&b->ws, &b->g, ws) || cu.cuMemAllocHost(&b->plan_host, b->plan.bytes) != CUDA_SUCCESS ||
+        cu.cuMemAllocHost(&b->io_host, b->io_bytes) != CUDA_SUCCESS) {
         gpu_free_all(b);
         return -1;
     }

@@ -42,6 +42,8 @@ typedef struct {
 
 typedef struct gpu_backend gpu_backend;
 
+enum { GPU_MAX_GRAPHS = 64, GPU_GRAPH_MAX_ROWS = 64 };
+
 struct gpu_backend {
     dsk_gpu g;
     kit *k;
@@ -93,6 +95,19 @@ struct gpu_backend {
     uint8_t *eg_host;              /* pinned host memory of the round's Engram records */
     size_t eg_host_bytes;
     CUdeviceptr topk_val;          /* fp32 [64][index_topk]: the indexer top-k's values (unused) */
+    /* pinned host memory of the draw: the rows' parameters and allow masks (read by the round's copies),
+     * and what comes back (tokens, log-probabilities) */
+    void *io_host;
+    size_t io_sp, io_allow, io_tok, io_lp, io_tid, io_tlp, io_bytes;
+    /* decode and verify rounds replay CUDA graphs captured per shape (gpu_round.c) */
+    int use_graphs;
+    struct gpu_graph {
+        int R, S, N1, N2, masks, trunc;
+        CUgraphExec exec;
+    } graphs[GPU_MAX_GRAPHS];
+    int ngraphs;
+    long long graph_replays, graph_captures;
+    int outside_launches;          /* launches of the last eager round outside its layers (benchmarks) */
     CUdeviceptr arena;             /* the state and scratch buffers above, one allocation */
     /* Tests only (teacher forcing, layer-by-layer comparisons with the CPU, tests/gpu/test_engine_gpu.c):
      * called in every block, after the stream has finished, with the device streams [n][hc][d] bf16 and

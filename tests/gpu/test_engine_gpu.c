@@ -21,7 +21,7 @@
 
 #define ENGINE_TOL 2e-2 /* bf16 outputs of sums ordered differently, through norms that amplify */
 #define N0 20
-#define STEPS 6
+#define STEPS 64 /* greedy steps after the prompt (DSKIT_TEST_STEPS lowers it: full-width presets on the CPU are slow) */
 #define CALLS (1 + STEPS)
 #define MAXL 64
 
@@ -113,8 +113,12 @@ void test_engine(gpu_ctx *c)
         printf("engine: skipped (DSKIT_TEST_MODEL names no model folder: dskit mkmodel --preset tiny --out DIR)\n");
         return;
     }
+    int calls = CALLS;
+    const char *st = getenv("DSKIT_TEST_STEPS");
+    if (st && atoi(st) >= 1 && atoi(st) < STEPS)
+        calls = 1 + atoi(st);
     cpu_model *m;
-    must(cpu_model_load(dir, (size_t)1 << 30, &m), "loading the CPU model");
+    must(cpu_model_load(dir, (size_t)4 << 30, &m), "loading the CPU model");
     const model_config *cfg = &m->cfg;
     if (cfg->n_layers > MAXL) {
         check(c, 0, "engine", "setup", "%d layers: at most %d here", cfg->n_layers, MAXL);
@@ -135,7 +139,7 @@ void test_engine(gpu_ctx *c)
     m->layer_hook = cpu_hook;
     m->layer_ctx = &rec;
     float *cpu_logits = xmalloc(sizeof(float) * (size_t)V * CALLS);
-    for (int call = 0; call < CALLS; call++) {
+    for (int call = 0; call < calls; call++) {
         int n = call ? 1 : N0, p0 = call ? N0 + call - 1 : 0;
         rec.call = call;
         must(cpu_forward(m, s, tokens + p0, n, n - 1, cpu_logits + (size_t)call * V, NULL), "the CPU forward");
@@ -144,7 +148,7 @@ void test_engine(gpu_ctx *c)
     }
     m->layer_hook = NULL;
     /* the GPU: the same rounds, teacher-forced */
-    engine_opts o = {.backend = "gpu", .model_dir = dir, .kit = kit_path, .max_seqs = 2, .max_rows = 64};
+    engine_opts o = {.backend = "gpu", .model_dir = dir, .kit = kit_path, .max_seqs = 2, .max_rows = 64, .context = 2048};
     uint32_t *valid = xmalloc(sizeof(uint32_t) * (size_t)(V + 31) / 32);
     memset(valid, 0xff, sizeof(uint32_t) * (size_t)(V + 31) / 32);
     engine_info info = {0};
@@ -161,7 +165,7 @@ void test_engine(gpu_ctx *c)
     must(ops->seq_open(impl, 0, 1024, 0), "a GPU sequence");
     float *gpu_logits = xmalloc(sizeof(float) * (size_t)V * N0);
     double worst_logits = 0;
-    for (int call = 0; call < CALLS; call++) {
+    for (int call = 0; call < calls; call++) {
         int n = call ? 1 : N0, p0 = call ? N0 + call - 1 : 0;
         f.call = call;
         engine_row rows[N0];
@@ -214,7 +218,7 @@ void test_engine(gpu_ctx *c)
     ops->close(impl);
     cpu_seq_free(s);
     cpu_model_free(m);
-    for (int call = 0; call < CALLS; call++)
+    for (int call = 0; call < calls; call++)
         for (int l = 0; l < cfg->n_layers; l++) {
             free(rec.in[call][l]);
             free(rec.attn[call][l]);
@@ -227,8 +231,9 @@ void test_engine(gpu_ctx *c)
 }
 
 /* The GPU against itself (docs/model.md "Exactness"): a sequence's logits, bit for bit, whether its rows run
- * alone, batched with another sequence's rows, or its prompt in two chunks; then greedy decode steps alone
- * and batched. Sequences: 0 alone, 1 batched with 2 (another prompt), 3 chunked. */
+ * alone, batched with another sequence's rows, or its prompt in two chunks, eagerly or replayed from CUDA
+ * graphs; then greedy decode steps alone and batched. Sequences: 0 alone and eager (the reference), 1
+ * batched with 2 (another prompt), 3 chunked, 4 alone from graphs; 1 to 4 from graphs. */
 static int run_rows(gpu_ctx *c, void *impl, const engine_backend_ops *ops, const engine_row *rows, int n, float *logits)
 {
     int32_t drawn[64];
@@ -268,7 +273,7 @@ void test_engine_exact(gpu_ctx *c)
         p[i] = (int32_t)dsk_rng_below(&r, (uint64_t)V / 2);
     for (int i = 0; i < Q; i++)
         q[i] = (int32_t)dsk_rng_below(&r, (uint64_t)V / 2);
-    engine_opts o = {.backend = "gpu", .model_dir = dir, .kit = kit_path, .max_seqs = 4, .max_rows = 64};
+    engine_opts o = {.backend = "gpu", .model_dir = dir, .kit = kit_path, .max_seqs = 5, .max_rows = 64, .context = 2048};
     uint32_t *valid = xmalloc(sizeof(uint32_t) * (size_t)(V + 31) / 32);
     memset(valid, 0xff, sizeof(uint32_t) * (size_t)(V + 31) / 32);
     engine_info info = {0};
@@ -276,16 +281,25 @@ void test_engine_exact(gpu_ctx *c)
     void *impl;
     const engine_backend_ops *ops;
     must(gpu_backend_open(&a, &impl, &ops), "opening the GPU backend");
-    for (int s = 0; s < 4; s++)
+    gpu_backend *gb = impl;
+    for (int s = 0; s < 5; s++)
         must(ops->seq_open(impl, s, 256, 0), "a GPU sequence");
     float *alone = xmalloc(sizeof(float) * (size_t)V * 64), *other = xmalloc(sizeof(float) * (size_t)V * 64);
     engine_row rows[64];
-    int bad_batch = 0, bad_chunk = 0, steps = 0;
+    int bad_batch = 0, bad_chunk = 0, bad_graph = 0, steps = 0;
+    float *graphed = xmalloc(sizeof(float) * (size_t)V * 64);
     /* prompts: seq 0 alone; seq 1 + seq 2 in one round; seq 3 in chunks of 10 and 14 */
     for (int i = 0; i < P; i++)
         rows[i] = prow(0, p[i], i, i == P - 1);
+    gb->use_graphs = 0;
     if (run_rows(c, impl, ops, rows, P, alone))
         goto out;
+    gb->use_graphs = 1;
+    for (int i = 0; i < P; i++)
+        rows[i] = prow(4, p[i], i, i == P - 1);
+    if (run_rows(c, impl, ops, rows, P, graphed))
+        goto out;
+    bad_graph += memcmp(alone + (size_t)(P - 1) * V, graphed + (size_t)(P - 1) * V, sizeof(float) * (size_t)V) != 0;
     for (int i = 0; i < P; i++)
         rows[i] = prow(1, p[i], i, i == P - 1);
     for (int i = 0; i < Q; i++)
@@ -308,8 +322,14 @@ void test_engine_exact(gpu_ctx *c)
         p[pos] = sample_row(alone + (size_t)(t == 0 ? P - 1 : 0) * V, V, &SAMPLE_GREEDY, pos, NULL);
         q[Q + t] = (int32_t)dsk_rng_below(&r, (uint64_t)V / 2);
         rows[0] = prow(0, p[pos], pos, 1);
+        gb->use_graphs = 0;
         if (run_rows(c, impl, ops, rows, 1, alone))
             goto out;
+        gb->use_graphs = 1;
+        rows[0] = prow(4, p[pos], pos, 1);
+        if (run_rows(c, impl, ops, rows, 1, graphed))
+            goto out;
+        bad_graph += memcmp(alone, graphed, sizeof(float) * (size_t)V) != 0;
         rows[0] = prow(1, p[pos], pos, 1);
         rows[1] = prow(2, q[Q + t], Q + t, 1);
         rows[2] = prow(3, p[pos], pos, 1);
@@ -324,10 +344,14 @@ void test_engine_exact(gpu_ctx *c)
           bad_batch, steps + 1, steps);
     check(c, bad_chunk == 0, "engine_exact", "chunked == one-shot", "%d of %d rounds' logits differ (chunks 10 + 14)",
           bad_chunk, steps + 1);
+    check(c, bad_graph == 0 && gb->graph_replays > 0, "engine_exact", "graph == eager",
+          "%d of %d rounds' logits differ (%lld rounds replayed from %lld captured graphs)", bad_graph, steps + 1,
+          gb->graph_replays, gb->graph_captures);
 out:
-    for (int s = 0; s < 4; s++)
+    for (int s = 0; s < 5; s++)
         ops->seq_close(impl, s);
     ops->close(impl);
+    free(graphed);
     free(alone);
     free(other);
     free(valid);
