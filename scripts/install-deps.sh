@@ -2,7 +2,7 @@
 # Install the Debian packages dskit builds and tests with (Debian 12). Needs root or sudo.
 # The CUDA toolkit (NVRTC, cuda.h) is expected at /usr/local/cuda; it is not a Debian package.
 set -euo pipefail
-pkgs=(build-essential cmake ninja-build pkg-config zstd python3 python3-pip
+pkgs=(build-essential cmake ninja-build pkg-config zstd python3 python3-pip curl
       libarchive-dev libxxhash-dev libjansson-dev libpcre2-dev libutf8proc-dev
       libcmocka-dev libmicrohttpd-dev libaio-dev libzstd-dev libpng-dev libjpeg62-turbo-dev
       python3-jsonschema)
@@ -16,10 +16,19 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
 fi
+# The server tests drive dskit serve with the official openai client (PyPI). Debian's own python3 refuses
+# pip installs into the system (PEP 668) unless told otherwise; other pythons take the plain install.
+if ! python3 -c 'import openai' 2>/dev/null; then
+  pip=(python3 -m pip install --quiet --disable-pip-version-check openai)
+  if [ "$(id -u)" != 0 ] && [ -z "${VIRTUAL_ENV:-}" ]; then pip+=(--user); fi
+  "${pip[@]}" 2>/dev/null || "${pip[@]}" --break-system-packages
+fi
 # REF's Pillow (13.0) and numpy for tests/vision/check_pillow.py: Debian's python3-pil (9.4) resamples
-# differently, so the test skips itself without Pillow 13. Debian 12 marks its Python externally managed.
+# differently, so the test skips itself without Pillow 13 (a failed install only makes it skip).
 if ! python3 -c 'import sys, numpy, PIL; sys.exit(int(PIL.__version__.split(".")[0]) < 13)' 2>/dev/null; then
-  python3 -m pip install -q --user --break-system-packages 'pillow==13.0.0' numpy ||
+  pip=(python3 -m pip install --quiet --disable-pip-version-check 'pillow==13.0.0' numpy)
+  if [ "$(id -u)" != 0 ] && [ -z "${VIRTUAL_ENV:-}" ]; then pip+=(--user); fi
+  "${pip[@]}" 2>/dev/null || "${pip[@]}" --break-system-packages ||
     echo "install-deps: Pillow 13 and numpy were not installed; test_vision_pillow will skip" >&2
 fi
 if [ ! -f /usr/local/cuda/include/cuda.h ] || [ ! -f /usr/local/cuda/include/nvrtc.h ]; then

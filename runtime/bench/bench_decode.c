@@ -1,7 +1,7 @@
 /* `dskit bench decode --kit KIT --model DIR`: the GPU engine's decode rounds on a model (the layer-*
  * presets are one to three full-width layers), in one table per context: per round of 1, 2, 4, 8, 16 rows
- * (one row per sequence) and a 6-row verify window (t0 + 5 drafts of one sequence), the round's time and
- * its time per layer; the same layer's EXL3 matmuls alone (their launches replayed in a CUDA graph: the
+ * (one row per sequence) and a 6-row verify window (t0 + 5 drafts of one sequence), the round's time, its
+ * head's matmul alone and the rest per layer; the same layer's EXL3 matmuls alone (their launches replayed in a CUDA graph: the
  * floor the rest of the layer adds to); the bytes a layer must read (its weights, the distinct experts the
  * round's rows route to, the KV and index keys its rows read) and the layer's time as a multiple of those
  * bytes over the streaming-read roofline measured in the same run; kernel launches per layer. Each round
@@ -111,6 +111,15 @@ static int launch_layer_matmuls(void *p)
                            c->dim, 0, &b->ws, EXL3_AUTO);
     rc = rc || op_exl3_moe(b->k, b->s, &g->shared, b->xn, c->dim, R, 0, 0, 1, 0, b->y32, c->dim, 1, &b->ws, EXL3_AUTO);
     return rc;
+}
+
+/* The head's matmul for R rows (a round's cost outside its layers, with the draw). */
+static int launch_head(void *p)
+{
+    mm_ctx *m = p;
+    gpu_backend *b = m->b;
+    return op_exl3_matmul(b->k, b->s, &b->w.head, b->xn, b->cfg->dim, m->R, b->logits, b->cfg->vocab_size,
+                          EXL3_OUT_F32, &b->ws);
 }
 
 /* Random routes for R rows (distinct ascending experts per row) into the round's buffers; returns the
@@ -223,8 +232,8 @@ static int table(bench *B, int64_t C, int reps, dsk_rng *rng)
     const model_config *c = b->cfg;
     int L = c->n_layers;
     printf("\ncontext %lld: %s, %d layer%s\n", (long long)C, b->device, L, L == 1 ? "" : "s");
-    printf("%-10s %9s %9s %9s %12s %7s %9s %8s %9s\n", "round", "graph ms", "eager ms", "us/layer", "mm alone us",
-           "ratio", "MB/layer", "x roof", "launch/l");
+    printf("%-10s %9s %9s %8s %9s %12s %7s %9s %8s %9s\n", "round", "graph ms", "eager ms", "head us", "us/layer",
+           "mm alone us", "ratio", "MB/layer", "x roof", "launch/l");
     struct {
         int rows, window;
     } shapes[] = {{1, 0}, {2, 0}, {4, 0}, {8, 0}, {16, 0}, {6, 1}};
@@ -254,11 +263,36 @@ static int table(bench *B, int64_t C, int reps, dsk_rng *rng)
             mm_us += us;
             bytes += layer_bytes(b, l, R, C, distinct, win);
         }
-        double per_layer = ms * 1e3 / L, mm_layer = mm_us / L, bl = bytes / L;
+        mm_ctx hm = {b, 0, R};
+        double head_us = gpu_time_graph_us(b->s, 5, 5, launch_head, &hm);
+        if (head_us < 0)
+            return -1;
+        /* a layer's share: the round less its head (the embedding and the draw stay in, a few us) */
+        double per_layer = (ms * 1e3 - head_us) / L, mm_layer = mm_us / L, bl = bytes / L;
         char name[32];
         snprintf(name, sizeof name, win ? "verify %d" : "rows %d", R);
-        printf("%-10s %9.3f %9.3f %9.1f %12.1f %6.2fx %9.1f %7.2fx %9.1f\n", name, ms, eager_ms, per_layer, mm_layer,
-               per_layer / mm_layer, bl / 1e6, per_layer * 1e-6 / (bl / (B->roof * 1e9)), launches / L);
+        printf("%-10s %9.3f %9.3f %8.1f %9.1f %12.1f %6.2fx %9.1f %7.2fx %9.1f\n", name, ms, eager_ms, head_us,
+               per_layer, mm_layer,
+               per_layer / mm_layer, bl / 1e6, per_layer * 1e-6 / (bl / (B->roof * 1e9)),
+               (launches - b->outside_launches) / L);
+    }
+    /* the DSpark draft step: 5 drafts for 1, 4 and 16 sequences */
+    for (int nd = 1; c->n_mtp_layers > 0 && nd <= MAX_SEQS && nd <= b->max_draft; nd *= 4) {
+        engine_draft_req req[MAX_SEQS];
+        int32_t drafts[MAX_SEQS * 8];
+        for (int i = 0; i < nd; i++)
+            req[i] = (engine_draft_req){.seq = i, .t0 = 1000 + i, .sp = SAMPLE_GREEDY};
+        if (B->ops->draft(b, req, nd, drafts, NULL))
+            return -1;
+        double best = 1e30;
+        for (int i = 0; i < reps; i++) {
+            double t0 = dsk_now();
+            if (B->ops->draft(b, req, nd, drafts, NULL))
+                return -1;
+            double t = (dsk_now() - t0) * 1e3;
+            best = t < best ? t : best;
+        }
+        printf("draft step, %2d sequence%s x %d drafts: %.3f ms\n", nd, nd == 1 ? " " : "s", c->dspark_block_size, best);
     }
     return 0;
 }
@@ -338,7 +372,7 @@ int bench_decode(int argc, char **argv)
     dsk_rng rng;
     dsk_rng_seed(&rng, 7);
     for (int s = 0; s < MAX_SEQS && !rc; s++)
-        rc = B.ops->seq_open(impl, s, cmax, 0);
+        rc = B.ops->seq_open(impl, s, cmax, B.b->cfg->n_mtp_layers > 0 ? ENGINE_SEQ_DRAFT : 0);
     int64_t done = 0;
     for (int ci = 0; ci < nctx && !rc; ci++) {
         int64_t C = contexts[ci];
