@@ -26,7 +26,9 @@ typedef enum {
     ST_F8_E8M0,
 } st_dtype;
 
-enum { ST_DTYPE_COUNT = ST_F8_E8M0 + 1, ST_MAX_DIMS = 8 };
+/* ST_MAX_HEADER_BYTES bounds a shard's JSON header and the shard index (docs/weights.md): parsing
+ * costs about 20 bytes of memory per header byte, and the largest real header is a few MB. */
+enum { ST_DTYPE_COUNT = ST_F8_E8M0 + 1, ST_MAX_DIMS = 8, ST_MAX_HEADER_BYTES = 32 << 20 };
 
 /* Bytes per element. */
 size_t st_dtype_size(st_dtype dtype);
