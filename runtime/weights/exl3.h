@@ -17,6 +17,8 @@ enum {
 /* The locked codebook multipliers (exl3.md §1.3) as stored in the .mcg / .mul1 I32 scalars. */
 #define EXL3_MCG_MULT 0xCBAC1FEDu
 #define EXL3_MUL1_MULT 0x83DCD12Du
+/* Largest in or out feature count exl3_linear_get accepts (the model's widest is 129280). */
+#define EXL3_MAX_FEATURES (INT64_C(1) << 31)
 
 /* In the functions below K must be 1..8 and codebook 0..2 (what exl3_linear_get guarantees); they do
  * not check (a codebook outside 0..2 reads as 3INST). */
