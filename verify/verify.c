@@ -138,50 +138,57 @@ static int check_blobs(const kit_entries *a, const manifest *m, verify_report *r
     return 0;
 }
 
-static int check_kernels(const manifest *m, verify_report *r)
+static int check_kernels(const manifest *m, const name_table *blobs, verify_report *r)
 {
     int sm;
     char suffix;
     mf_arch_parse(m->arch, &sm, &suffix);
-    for (int i = 0; i < m->nkernels; i++) {
+    name_table symbols = {0};
+    int rc = 0;
+    for (int i = 0; i < m->nkernels && !rc; i++) {
         const mf_kernel *k = &m->kernels[i];
-        int found = 0;
-        for (int b = 0; b < m->nblobs && !found; b++)
-            found = !strcmp(m->blobs[b].hash, k->blob);
-        if (!found && verify_add(r, "MANIFEST", k->symbol, "refers to blob %s, which is not listed", k->blob))
-            return -1;
+        if (name_table_find(blobs, k->blob) < 0 &&
+            verify_add(r, "MANIFEST", k->symbol, "refers to blob %s, which is not listed", k->blob))
+            rc = -1;
         int tsm;
         char tsuf;
-        if (mf_arch_parse(k->target, &tsm, &tsuf) == 0 && (tsm != sm || (tsuf && tsuf != 'a' && tsuf != 'f')) &&
+        if (!rc && mf_arch_parse(k->target, &tsm, &tsuf) == 0 && (tsm != sm || (tsuf && tsuf != 'a' && tsuf != 'f')) &&
             verify_add(r, "ARCH", k->symbol, "target %s does not belong to a %s kit", k->target, m->arch))
-            return -1;
-        for (int j = 0; j < i; j++) {
-            if (!strcmp(m->kernels[j].symbol, k->symbol) &&
-                verify_add(r, "MANIFEST", k->symbol, "symbol listed twice"))
-                return -1;
-        }
+            rc = -1;
+        int prior;
+        if (!rc && name_table_insert(&symbols, k->symbol, i, &prior))
+            rc = -1;
+        if (!rc && prior >= 0 && verify_add(r, "MANIFEST", k->symbol, "symbol listed twice"))
+            rc = -1;
     }
-    return 0;
+    name_table_free(&symbols);
+    return rc;
 }
 
-static int check_extra(const kit_entries *a, const manifest *m, verify_report *r)
+static int check_extra(const kit_entries *a, const name_table *blobs, const name_table *files, verify_report *r)
 {
     for (int i = 0; i < a->n; i++) {
         const char *p = a->e[i].path;
         if (!strcmp(p, "manifest.json") || !strcmp(p, "manifest.xxh128"))
             continue;
         char h[33];
-        int listed = 0;
-        if (cubin_hash_of(p, h)) {
-            for (int b = 0; b < m->nblobs && !listed; b++)
-                listed = !strcmp(m->blobs[b].hash, h);
-        } else {
-            for (int f = 0; f < m->nfiles && !listed; f++)
-                listed = !strcmp(m->files[f].path, p);
-        }
+        int listed = cubin_hash_of(p, h) ? name_table_find(blobs, h) >= 0 : name_table_find(files, p) >= 0;
         if (!listed && verify_add(r, "EXTRA", p, "entry is not listed in the manifest"))
             return -1;
     }
+    return 0;
+}
+
+/* The manifest's blob hashes and file paths as hash sets: a kit may list thousands of each. */
+static int index_manifest(const manifest *m, name_table *blobs, name_table *files)
+{
+    int prior;
+    for (int i = 0; i < m->nblobs; i++)
+        if (name_table_insert(blobs, m->blobs[i].hash, i, &prior))
+            return -1;
+    for (int i = 0; i < m->nfiles; i++)
+        if (name_table_insert(files, m->files[i].path, i, &prior))
+            return -1;
     return 0;
 }
 
@@ -203,7 +210,12 @@ int kit_verify_entries(const kit_entries *a, const char *expect_root, const char
     if (expect_arch && strcmp(expect_arch, m->arch) &&
         verify_add(r, "ARCH", "manifest.json", "kit is for %s, expected %s", m->arch, expect_arch))
         return -1;
-    if (check_blobs(a, m, r) || check_kernels(m, r) || check_extra(a, m, r))
-        return -1;
-    return 0;
+    name_table blobs = {0}, files = {0};
+    int rc = index_manifest(m, &blobs, &files) || check_blobs(a, m, r) || check_kernels(m, &blobs, r) ||
+                     check_extra(a, &blobs, &files, r)
+                 ? -1
+                 : 0;
+    name_table_free(&blobs);
+    name_table_free(&files);
+    return rc;
 }

@@ -166,15 +166,12 @@ int cmd_verify(int argc, char **argv)
         root = NULL;
 
     /* an unreadable file is an I/O error (2); a truncated or corrupt archive is a bad kit (1) */
-    char *bytes;
-    size_t nbytes;
-    if (dsk_read_file(path, &bytes, &nbytes)) {
+    kit_entries a;
+    int read_rc = kit_archive_read_file(path, &a);
+    if (read_rc == KIT_READ_IO_ERROR) {
         fprintf(stderr, "dskit verify: %s\n", dsk_err_msg());
         return 2;
     }
-    kit_entries a;
-    int read_rc = kit_archive_read_memory(bytes, nbytes, path, &a);
-    free(bytes);
     if (read_rc) {
         printf("BAD %s: %s\n", path, dsk_err_msg());
         return 1;

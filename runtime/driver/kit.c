@@ -88,13 +88,18 @@ int kit_open(const char *path, const char *expect_root, kit **out)
     k->kernels = dsk_calloc((size_t)m->nkernels + 1, sizeof(kit_kernel));
     if (!k->kernels)
         goto fail;
+    name_table blobs = {0}; /* blob hash -> module: a kit may hold thousands of each */
+    int prior;
+    for (int b = 0; b < m->nblobs; b++)
+        if (name_table_insert(&blobs, m->blobs[b].hash, b, &prior)) {
+            name_table_free(&blobs);
+            goto fail;
+        }
     for (int i = 0; i < m->nkernels; i++) {
         k->kernels[i].meta = &m->kernels[i];
-        k->kernels[i].module = -1;
-        for (int b = 0; b < m->nblobs; b++)
-            if (!strcmp(m->blobs[b].hash, m->kernels[i].blob))
-                k->kernels[i].module = b;
+        k->kernels[i].module = name_table_find(&blobs, m->kernels[i].blob);
     }
+    name_table_free(&blobs);
     if (build_table(k))
         goto fail_ctx;
     *out = k;
