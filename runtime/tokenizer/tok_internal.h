@@ -14,6 +14,7 @@
  * rank merges first; the merged token is merge_result[rank]. Eight bytes an entry keeps the table
  * small enough to stay in cache, which is most of BPE's cost. */
 #define TOK_ID_BITS 21   /* ids < 2^21 - 1 */
+#define TOK_MAX_IDS ((1 << TOK_ID_BITS) - 1)
 #define TOK_RANK_BITS 22 /* ranks < 2^22 */
 #define TOK_NO_MERGE UINT32_MAX
 #define TOK_EMPTY_SLOT UINT64_MAX

@@ -273,7 +273,7 @@ static int load_added(dsk_tokenizer *tok, const json_t *list, size_t vocab_count
 static int load_merges(dsk_tokenizer *tok, const json_t *merges)
 {
     size_t n = json_array_size(merges);
-    if (n >= (1u << TOK_RANK_BITS) || tok->n_ids >= (1 << TOK_ID_BITS) - 1)
+    if (n >= (1u << TOK_RANK_BITS) || tok->n_ids >= TOK_MAX_IDS)
         return dsk_err("%zu merges over %d ids: more than this BPE table holds", n, tok->n_ids);
     tok->merge_mask = pow2_at_least(2 * n + 1) - 1;
     tok->merges = dsk_malloc((tok->merge_mask + 1) * sizeof *tok->merges);
@@ -392,12 +392,20 @@ static int load_root(dsk_tokenizer *tok, const json_t *root)
     json_int_t max_id = -1;
     const char *key;
     const json_t *v;
+    /* every id is checked against the table limit before anything is sized by the largest one (an id
+     * of 2^30 - 2 used to allocate 4.2 GB first) */
     json_object_foreach((json_t *)vocab, key, v) {
-        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= INT32_MAX / 2)
+        if (!json_is_integer(v) || json_integer_value(v) < 0)
             return dsk_err("vocab entry '%s' has no valid id", key);
+        if (json_integer_value(v) >= TOK_MAX_IDS)
+            return dsk_err("vocab entry '%s' has id %lld; ids must be below %d", key,
+                           (long long)json_integer_value(v), TOK_MAX_IDS);
         if (json_integer_value(v) > max_id)
             max_id = json_integer_value(v);
     }
+    if (json_array_size(added) >= TOK_MAX_IDS || json_object_size(vocab) >= TOK_MAX_IDS)
+        return dsk_err("%zu vocab entries and %zu added tokens: more than the %d ids a tokenizer may have",
+                       json_object_size(vocab), json_array_size(added), TOK_MAX_IDS);
     /* room for every added token numbered after the vocab (trimmed once they are placed) */
     size_t vocab_count = json_object_size(vocab);
     if (max_id < (json_int_t)vocab_count)
