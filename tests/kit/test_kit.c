@@ -6,7 +6,9 @@
 #include "runtime/common/util.h"
 #include "runtime/driver/kit.h"
 #include "tests/common/test_util.h"
+#include "tests/common/test_proc.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -400,6 +402,40 @@ static void test_needs(void **state)
     assert_non_null(strstr(out, "--for"));
 }
 
+/* The kit folder's path goes to git as one argument (it went into a shell command line): a build from a
+ * folder named with a quote runs nothing. A copy of kit/ there, built from the warm cache. */
+static void test_quote_in_src(void **state)
+{
+    (void)state;
+    char parent[600], src[700], out_dir[700], marker[700], cache[PATH_MAX + 32], out[65536];
+    snprintf(parent, sizeof parent, "%s/x';touch PWNED;echo '", tmpdir);
+    snprintf(src, sizeof src, "%s/kit", parent);
+    snprintf(out_dir, sizeof out_dir, "%s/quoted", tmpdir);
+    snprintf(marker, sizeof marker, "%s/PWNED", tmpdir);
+    char source[PATH_MAX];
+    assert_non_null(realpath(test_source_dir(), source));
+    snprintf(cache, sizeof cache, "%s/kit/cubins/cache", source);
+    char *copy[] = {"/bin/sh", "-c", "set -e; mkdir -p \"$1\"; cp -r \"$0/kit/src\" \"$0/kit/variants.json\" \"$1/\"; "
+                    "cp \"$0/LICENSE\" \"$1/../LICENSE\"",
+                    source, src, NULL};
+    test_status st = test_run(copy, out, sizeof out, 60, 0);
+    assert_int_equal(st.exit_code, 0);
+    char rel[600], builder[PATH_MAX], cwd[4096];
+    snprintf(rel, sizeof rel, "%s/dskit-build", test_binary_dir());
+    assert_non_null(realpath(rel, builder)); /* it runs from tmpdir */
+    char *argv[] = {builder, "--arch", "sm_90", "--src", src, "--cache", cache, "--out", out_dir, NULL};
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(tmpdir), 0); /* where the injected command would have run */
+    st = test_run(argv, out, sizeof out, 300, 0);
+    assert_int_equal(chdir(cwd), 0);
+    if (!st.exited || st.exit_code)
+        fail_msg("dskit-build --src with a quote: exit %d:\n%s", st.exit_code, out);
+    assert_false(dsk_file_exists(marker));
+    char kit_path[800];
+    snprintf(kit_path, sizeof kit_path, "%s/dskit-sm_90.tar.zst", out_dir);
+    assert_int_equal(verify(kit_path, NULL, out, sizeof out), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -409,7 +445,7 @@ int main(void)
         cmocka_unit_test(test_truncated),       cmocka_unit_test(test_reproducible),
         cmocka_unit_test(test_no_compiler_in_runtime), cmocka_unit_test(test_missing_variant),
         cmocka_unit_test(test_no_device),       cmocka_unit_test(test_builder_errors),
-        cmocka_unit_test(test_needs),
+        cmocka_unit_test(test_needs),           cmocka_unit_test(test_quote_in_src),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
