@@ -436,6 +436,87 @@ static void test_quote_in_src(void **state)
     assert_int_equal(verify(kit_path, NULL, out, sizeof out), 0);
 }
 
+/* A tiny spec (one variant) built with its own cache: a damaged, empty or unchecked cache entry is named
+ * on stderr and compiled again, and the kit is the same bytes as from a clean compile. */
+static void build_tiny(const char *src, const char *cache, const char *out_dir, char *out, size_t cap)
+{
+    char builder[600];
+    snprintf(builder, sizeof builder, "%s/dskit-build", test_binary_dir());
+    char *argv[] = {builder, "--arch", "sm_90", "--src", (char *)src, "--cache", (char *)cache, "--out",
+                    (char *)out_dir, NULL};
+    test_status st = test_run(argv, out, cap, 300, 0);
+    if (!st.exited || st.exit_code)
+        fail_msg("dskit-build (tiny spec): exit %d:\n%s", st.exit_code, out);
+}
+
+static void read_kit(const char *out_dir, char **data, size_t *len)
+{
+    char path[800];
+    snprintf(path, sizeof path, "%s/dskit-sm_90.tar.zst", out_dir);
+    assert_ok(dsk_read_file(path, data, len));
+}
+
+static void test_cache_damage(void **state)
+{
+    (void)state;
+    char src[600], cache[600], dir[600], cmd[4096], out[65536];
+    snprintf(src, sizeof src, "%s/tinykit/kit", tmpdir);
+    snprintf(cache, sizeof cache, "%s/tinykit/cache", tmpdir);
+    snprintf(cmd, sizeof cmd,
+             "set -e; mkdir -p %s; cp -r %s/kit/src %s/; cp %s/LICENSE %s/../LICENSE; "
+             "printf '{\"format\": \"dskit-variants/1\", \"families\": [{\"family\": \"rmsnorm\", \"source\": "
+             "\"rmsnorm.cu\", \"axes\": [{\"name\": \"T\", \"values\": [32]}], \"block\": \"T\", \"params\": "
+             "[\"ptr\", \"ptr\", \"ptr\", \"i32\", \"i32\", \"f32\"]}]}' > %s/variants.json",
+             src, test_source_dir(), src, test_source_dir(), src, src);
+    assert_int_equal(run(cmd, out, sizeof out), 0);
+    char *clean, *again;
+    size_t clean_len, again_len;
+    snprintf(dir, sizeof dir, "%s/tinykit/clean", tmpdir);
+    build_tiny(src, cache, dir, out, sizeof out);
+    assert_non_null(strstr(out, "compiled 1 variants (0 from the cache)"));
+    read_kit(dir, &clean, &clean_len);
+    /* the one cache entry and its checksum */
+    char entry[800] = "", sum[800];
+    snprintf(cmd, sizeof cmd, "ls %s/*.cubin", cache);
+    assert_int_equal(run(cmd, entry, sizeof entry), 0);
+    entry[strcspn(entry, "\n")] = 0;
+    snprintf(sum, sizeof sum, "%.*s.xxh128", (int)(strlen(entry) - 6), entry);
+    assert_true(dsk_file_exists(sum));
+    static const struct {
+        const char *damage, *said;
+    } cases[] = {
+        {"flip", "hashes to"}, {"empty", "is empty"}, {"nosum", "has no readable checksum"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *bytes;
+        size_t n;
+        assert_ok(dsk_read_file(entry, &bytes, &n));
+        if (!strcmp(cases[i].damage, "flip")) {
+            bytes[n / 2] ^= 0x10; /* inside the code: the ELF still parses */
+            assert_ok(dsk_write_file_atomic(entry, bytes, n));
+        } else if (!strcmp(cases[i].damage, "empty")) {
+            assert_ok(dsk_write_file_atomic(entry, "", 0));
+        } else {
+            assert_int_equal(unlink(sum), 0);
+        }
+        free(bytes);
+        snprintf(dir, sizeof dir, "%s/tinykit/%s", tmpdir, cases[i].damage);
+        build_tiny(src, cache, dir, out, sizeof out);
+        if (!strstr(out, entry) || !strstr(out, cases[i].said) || !strstr(out, "compiling it again"))
+            fail_msg("a cache entry damaged by '%s' was not reported:\n%s", cases[i].damage, out);
+        read_kit(dir, &again, &again_len);
+        assert_int_equal(again_len, clean_len);
+        assert_memory_equal(again, clean, clean_len);
+        free(again);
+    }
+    /* repaired: the next build takes it from the cache */
+    snprintf(dir, sizeof dir, "%s/tinykit/repaired", tmpdir);
+    build_tiny(src, cache, dir, out, sizeof out);
+    assert_non_null(strstr(out, "(1 from the cache)"));
+    assert_null(strstr(out, "compiling it again"));
+    free(clean);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -446,6 +527,7 @@ int main(void)
         cmocka_unit_test(test_no_compiler_in_runtime), cmocka_unit_test(test_missing_variant),
         cmocka_unit_test(test_no_device),       cmocka_unit_test(test_builder_errors),
         cmocka_unit_test(test_needs),           cmocka_unit_test(test_quote_in_src),
+        cmocka_unit_test(test_cache_damage),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
