@@ -11,6 +11,7 @@
 #include "verify/verify.h"
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,15 +88,20 @@ static void *worker(void *arg)
     }
 }
 
-static int add_opt(job *j, const char *fmt, const char *s, long long v)
+static int add_opt(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int add_opt(job *j, const char *fmt, ...)
 {
-    char buf[256];
-    if (s)
-        snprintf(buf, sizeof buf, fmt, s, v);
-    else
-        snprintf(buf, sizeof buf, fmt, v);
-    if (j->nopts >= 63 || !(j->opts[j->nopts] = dsk_strdup(buf)))
+    char buf[4200]; /* the longest option is -I<CUDA include folder> */
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof buf)
+        return dsk_err("NVRTC option '%.40s...' for %s is too long", buf, j->v->symbol);
+    if (j->nopts >= 63)
         return dsk_err("too many NVRTC options for %s", j->v->symbol);
+    if (!(j->opts[j->nopts] = dsk_strdup(buf)))
+        return -1;
     j->nopts++;
     return 0;
 }
@@ -107,23 +113,23 @@ static int make_opts(job *j, const char *cuda_include)
     snprintf(arch, sizeof arch, "%s%s", j->arch, f->target_suffix == 'a' && !strchr(j->arch + 3, 'a') ? "a" : "");
     int sm;
     mf_arch_parse(j->arch, &sm, NULL);
-    if (add_opt(j, "-arch=%s", arch, 0) || add_opt(j, "-DDSK_SYMBOL=%s", j->v->symbol, 0) ||
-        add_opt(j, "-DDSK_SM=%lld", NULL, sm))
+    if (add_opt(j, "-arch=%s", arch) || add_opt(j, "-DDSK_SYMBOL=%s", j->v->symbol) ||
+        add_opt(j, "-DDSK_SM=%d", sm))
         return -1;
     for (size_t i = 0; i < sizeof common_flags / sizeof common_flags[0]; i++)
-        if (add_opt(j, "%s", common_flags[i], 0))
+        if (add_opt(j, "%s", common_flags[i]))
             return -1;
     for (int i = 0; i < j->v->nparams; i++)
-        if (add_opt(j, "-DP_%s=%lld", j->v->param[i].name, j->v->param[i].value))
+        if (add_opt(j, "-DP_%s=%lld", j->v->param[i].name, (long long)j->v->param[i].value))
             return -1;
     for (int i = 0; i < f->ndefines; i++)
-        if (add_opt(j, "-D%s=%lld", f->defines[i].name, f->defines[i].value))
+        if (add_opt(j, "-D%s=%lld", f->defines[i].name, (long long)f->defines[i].value))
             return -1;
     for (int i = 0; i < f->nflags; i++)
-        if (add_opt(j, "%s", f->flags[i], 0))
+        if (add_opt(j, "%s", f->flags[i]))
             return -1;
     /* last, and not part of the recorded flags: where cuda_fp16.h and friends live */
-    return add_opt(j, "-I%s", cuda_include, 0);
+    return add_opt(j, "-I%s", cuda_include);
 }
 
 /* Pack the jobs of one arch into DIR/dskit-<arch>.tar.zst. */

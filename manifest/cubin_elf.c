@@ -74,7 +74,7 @@ static const char *sect(const elf_view *v, unsigned i, uint32_t *type, uint64_t 
 
 int mf_cubin_sm(const void *cubin, size_t len)
 {
-    elf_view v;
+    elf_view v = {0};
     if (elf_open(cubin, len, &v))
         return -1;
     return (int)((rd32(v.d + 0x30) >> 8) & 0xff);
@@ -144,7 +144,7 @@ static int find_attr(const elf_view *v, uint64_t off, uint64_t size, int attr, l
 int mf_cubin_resources(const void *cubin, size_t len, const char *symbol, int *regs, int *max_threads,
                        int *smem_static)
 {
-    elf_view v;
+    elf_view v = {0};
     if (elf_open(cubin, len, &v))
         return -1;
     long symidx = find_symbol(&v, symbol);

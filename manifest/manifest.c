@@ -158,7 +158,7 @@ static int parse_kernel(json_t *k, int index, mf_kernel *out)
         strcpy(out->param[out->nparams].name, key);
         out->param[out->nparams++].value = json_integer_value(val);
     }
-    long long v;
+    long long v = 0;
     if (get_int(k, "block", where, 1, 1024, &v))
         return -1;
     out->block = (int)v;
@@ -245,7 +245,7 @@ int manifest_parse(const char *text, size_t len, manifest *m)
     {
         char where[64];
         snprintf(where, sizeof where, "blob %.40s", key);
-        long long size;
+        long long size = 0;
         if (!is_hex32(key)) {
             dsk_err("manifest.json: blob name '%s' is not 32 lowercase hex digits", key);
             goto out;
@@ -272,7 +272,7 @@ int manifest_parse(const char *text, size_t len, manifest *m)
     json_object_foreach(files, key, val)
     {
         const char *h = NULL;
-        long long size;
+        long long size = 0;
         if (!json_is_object(val) || get_str(val, "xxh128", key, &h) || get_int(val, "size", key, 0, 1LL << 40, &size))
             goto out_ctx;
         if (!is_hex32(h)) {

@@ -181,7 +181,7 @@ static int build_turns(const json_t *messages, conversation *c)
     /* tools and response_format hang on the first system message, or on an empty one put first */
     size_t carrier = n;
     for (size_t i = 0; i < n && carrier == n; i++) {
-        int role;
+        int role = -1;
         if (!role_of(json_array_get(messages, i), i, &role) && role == R_SYSTEM)
             carrier = i;
     }
@@ -190,7 +190,7 @@ static int build_turns(const json_t *messages, conversation *c)
     const json_t *last_calls = NULL;
     for (size_t i = 0; i < n; i++) {
         const json_t *msg = json_array_get(messages, i);
-        int role;
+        int role = -1;
         if (!json_is_object(msg))
             return dsk_err("messages[%zu] must be an object", i);
         if (role_of(msg, i, &role))
