@@ -20,6 +20,7 @@ typedef struct {
     char *path;
     void *map;     /* whole file, PROT_READ */
     size_t size;
+    int borrowed;  /* map is the caller's memory (st_open_memory), not a mapping */
     char *names;   /* arena holding this shard's tensor names */
     int first;     /* its tensors are set->tensors[first .. first + count) */
     int count;
@@ -480,12 +481,40 @@ int st_open(const char *path, st_set **out)
     return 0;
 }
 
+int st_open_memory(const void *data, size_t len, const char *name, st_set **out)
+{
+    *out = NULL;
+    st_set *set = dsk_calloc(1, sizeof *set);
+    st_shard *sh = dsk_calloc(1, sizeof *sh);
+    if (!set || !sh) {
+        free(set);
+        free(sh);
+        return -1;
+    }
+    set->shards = sh;
+    set->n_shards = 1;
+    sh->borrowed = 1;
+    sh->map = (void *)data;
+    sh->size = len;
+    int rc = (sh->path = dsk_strdup(name)) ? 0 : -1;
+    if (rc == 0 && parse_shard(set, sh) != 0)
+        rc = dsk_err_ctx("%s", name);
+    if (rc == 0)
+        rc = build_index(set);
+    if (rc != 0) {
+        st_close(set);
+        return -1;
+    }
+    *out = set;
+    return 0;
+}
+
 void st_close(st_set *set)
 {
     if (!set)
         return;
     for (int i = 0; i < set->n_shards; i++) {
-        if (set->shards[i].map)
+        if (set->shards[i].map && !set->shards[i].borrowed)
             munmap(set->shards[i].map, set->shards[i].size);
         free(set->shards[i].names);
         free(set->shards[i].path);
