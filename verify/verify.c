@@ -211,10 +211,10 @@ int kit_verify_entries(const kit_entries *a, const char *expect_root, const char
         verify_add(r, "ARCH", "manifest.json", "kit is for %s, expected %s", m->arch, expect_arch))
         return -1;
     name_table blobs = {0}, files = {0};
-    int rc = index_manifest(m, &blobs, &files) || check_blobs(a, m, r) || check_kernels(m, &blobs, r) ||
-                     check_extra(a, &blobs, &files, r)
-                 ? -1
-                 : 0;
+    int rc = 0;
+    if (index_manifest(m, &blobs, &files) || check_blobs(a, m, r) || check_kernels(m, &blobs, r) ||
+        check_extra(a, &blobs, &files, r))
+        rc = -1;
     name_table_free(&blobs);
     name_table_free(&files);
     return rc;

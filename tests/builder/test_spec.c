@@ -52,7 +52,7 @@ static test_status list(const char *families, char *out, size_t cap)
 {
     snprintf(builder, sizeof builder, "%s/dskit-build", test_binary_dir());
     char *argv[] = {builder, "--arch", "sm_90", "--list", "--src", (char *)spec_dir(families), NULL};
-    return test_run(argv, out, cap, 20, 1u << 30);
+    return test_run(argv, out, cap, TEST_HANG_S, 1u << 30);
 }
 
 static void expect_refused(const char *families, const char *needle)
@@ -223,7 +223,7 @@ static void test_arch_lists(void **state)
                               {"", "names no architecture"}, {"sm_90,sm_7", "unknown arch 'sm_7'"}};
     for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
         char *argv[] = {builder, "--arch", (char *)lists[i][0], "--list", NULL};
-        test_status st = test_run(argv, out, sizeof out, 20, 0);
+        test_status st = test_run(argv, out, sizeof out, TEST_HANG_S, 0);
         if (!st.exited || st.exit_code != 2 || !strstr(out, lists[i][1]))
             fail_msg("--arch '%s': exit %d:\n%.1000s", lists[i][0], st.exit_code, out);
     }
@@ -250,7 +250,7 @@ static void test_git_without_shell(void **state)
                       "git -c user.name=t -c user.email=t@t commit -q --allow-empty -m t && git rev-parse HEAD > \"$1\"";
     char *argv[] = {"/bin/sh", "-c", (char *)cmd, dir, head, NULL};
     char out[4096];
-    test_status st = test_run(argv, out, sizeof out, 30, 0);
+    test_status st = test_run(argv, out, sizeof out, TEST_HANG_S, 0);
     if (st.exited && st.exit_code == 7)
         skip();
     if (!st.exited || st.exit_code)

@@ -24,6 +24,10 @@
 #define TEST_HAVE_ASAN 0
 #endif
 
+/* The time limit of a child: a guard against a hang, far above what a run takes even under the
+ * sanitizers on a loaded 2-core machine. */
+#define TEST_HANG_S 300
+
 /* What a child did: its exit status, or the signal that ended it (SIGALRM for a timeout). */
 typedef struct {
     int exited; /* 1: exit_code is valid */

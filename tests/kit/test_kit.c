@@ -418,7 +418,7 @@ static void test_quote_in_src(void **state)
     char *copy[] = {"/bin/sh", "-c", "set -e; mkdir -p \"$1\"; cp -r \"$0/kit/src\" \"$0/kit/variants.json\" \"$1/\"; "
                     "cp \"$0/LICENSE\" \"$1/../LICENSE\"",
                     source, src, NULL};
-    test_status st = test_run(copy, out, sizeof out, 60, 0);
+    test_status st = test_run(copy, out, sizeof out, TEST_HANG_S, 0);
     assert_int_equal(st.exit_code, 0);
     char rel[600], builder[PATH_MAX], cwd[4096];
     snprintf(rel, sizeof rel, "%s/dskit-build", test_binary_dir());
@@ -426,7 +426,7 @@ static void test_quote_in_src(void **state)
     char *argv[] = {builder, "--arch", "sm_90", "--src", src, "--cache", cache, "--out", out_dir, NULL};
     assert_non_null(getcwd(cwd, sizeof cwd));
     assert_int_equal(chdir(tmpdir), 0); /* where the injected command would have run */
-    st = test_run(argv, out, sizeof out, 300, 0);
+    st = test_run(argv, out, sizeof out, TEST_HANG_S, 0);
     assert_int_equal(chdir(cwd), 0);
     if (!st.exited || st.exit_code)
         fail_msg("dskit-build --src with a quote: exit %d:\n%s", st.exit_code, out);
@@ -444,7 +444,7 @@ static void build_tiny(const char *src, const char *cache, const char *out_dir, 
     snprintf(builder, sizeof builder, "%s/dskit-build", test_binary_dir());
     char *argv[] = {builder, "--arch", "sm_90", "--src", (char *)src, "--cache", (char *)cache, "--out",
                     (char *)out_dir, NULL};
-    test_status st = test_run(argv, out, cap, 300, 0);
+    test_status st = test_run(argv, out, cap, TEST_HANG_S, 0);
     if (!st.exited || st.exit_code)
         fail_msg("dskit-build (tiny spec): exit %d:\n%s", st.exit_code, out);
 }

@@ -85,7 +85,7 @@ static test_status verify(const char *kit_path, char *out, size_t cap, size_t as
 {
     snprintf(dskit_path, sizeof dskit_path, "%s/dskit", test_binary_dir());
     char *argv[] = {dskit_path, "verify", (char *)kit_path, NULL};
-    return test_run(argv, out, cap, 60, as_bytes);
+    return test_run(argv, out, cap, TEST_HANG_S, as_bytes);
 }
 
 static void expect_bad(test_status st, const char *out, const char *needle)
@@ -224,10 +224,10 @@ static void test_fifo(void **state)
     char out[4096];
     snprintf(dskit_path, sizeof dskit_path, "%s/dskit", test_binary_dir());
     char *argv[] = {dskit_path, "verify", (char *)path, NULL};
-    test_status st = test_run(argv, out, sizeof out, 10, 0);
+    test_status st = test_run(argv, out, sizeof out, TEST_HANG_S, 0);
     if (!st.exited || st.exit_code != 2 || !strstr(out, "not a regular file"))
         fail_msg("dskit verify FIFO: exit %d signal %d:\n%s", st.exit_code, st.signal, out);
-    st = test_run_fn(open_fifo_kit, (void *)path, 10, 0);
+    st = test_run_fn(open_fifo_kit, (void *)path, TEST_HANG_S, 0);
     assert_true(st.exited);
     assert_int_equal(st.exit_code, 0);
 }

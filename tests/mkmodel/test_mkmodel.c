@@ -566,7 +566,7 @@ static void test_fifo_tokenizer_config(void **state)
     free(text);
     assert_int_equal(mkfifo(cfg, 0644), 0);
     const char *args[] = {"--preset", "tiny", "--out", out, "--tokenizer", tok, NULL};
-    test_status st = test_run_fn(mkmodel_fifo_config, (void *)args, 120, 0);
+    test_status st = test_run_fn(mkmodel_fifo_config, (void *)args, TEST_HANG_S, 0);
     if (!st.exited || st.exit_code)
         fail_msg("mkmodel with a FIFO tokenizer_config.json: exit %d, signal %d (14: it hung)", st.exit_code,
                  st.signal);

@@ -225,8 +225,8 @@ static void test_fifo(void **state)
     assert_non_null(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/config.json", dir);
     assert_int_equal(mkfifo(path, 0644), 0);
-    test_status st = test_run_fn(load_fifo, path, 10, 0);
-    test_status st_dir = test_run_fn(load_fifo, dir, 10, 0);
+    test_status st = test_run_fn(load_fifo, path, TEST_HANG_S, 0);
+    test_status st_dir = test_run_fn(load_fifo, dir, TEST_HANG_S, 0);
     unlink(path);
     rmdir(dir);
     if (!st.exited || st.exit_code || !st_dir.exited || st_dir.exit_code)

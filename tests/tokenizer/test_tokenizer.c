@@ -584,7 +584,7 @@ static int load_huge_id(void *arg)
 static void test_huge_id(void **state)
 {
     (void)state;
-    test_status st = test_run_fn(load_huge_id, NULL, 30, (size_t)1 << 30);
+    test_status st = test_run_fn(load_huge_id, NULL, TEST_HANG_S, (size_t)1 << 30);
     if (!st.exited || st.exit_code)
         fail_msg("a vocab id of 2^30 - 2: exit %d, signal %d", st.exit_code, st.signal);
     expect_load_error("model/vocab/zzzz", "2097151", "ids must be below 2097151");
@@ -669,7 +669,7 @@ static void test_hostile_files(void **state)
     assert_non_null(mkdtemp(dir));
     snprintf(fifo, sizeof fifo, "%s/tokenizer.json", dir);
     assert_int_equal(mkfifo(fifo, 0644), 0);
-    test_status st = test_run_fn(load_fifo, fifo, 10, 0);
+    test_status st = test_run_fn(load_fifo, fifo, TEST_HANG_S, 0);
     if (!st.exited || st.exit_code)
         fail_msg("tokenizer.json FIFO: exit %d, signal %d (14: it hung)", st.exit_code, st.signal);
     snprintf(in, sizeof in, "%s/ids.txt", dir);
@@ -677,7 +677,7 @@ static void test_hostile_files(void **state)
     snprintf(dskit, sizeof dskit, "%s/dskit", test_binary_dir());
     char *argv[] = {dskit, "tokenize", "--tokenizer", source_path("data/tokenizer/deepseek-v3-tokenizer.json"),
                     "--decode", NULL};
-    st = test_run_in(argv, in, out, sizeof out, 30, 0);
+    st = test_run_in(argv, in, out, sizeof out, TEST_HANG_S, 0);
     if (!st.exited || st.exit_code != 1 || !strstr(out, "byte 3 ('\\0') is not part of a token id"))
         fail_msg("dskit tokenize --decode with a NUL: exit %d:\n%s", st.exit_code, out);
     unlink(fifo);

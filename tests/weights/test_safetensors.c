@@ -596,7 +596,7 @@ static void test_fifos(void **state)
     assert_ok(dsk_write_file_atomic(p, idx, strlen(idx)));
     snprintf(p, sizeof p, "%s/index/model.safetensors.index.json", dir);
     assert_int_equal(mkfifo(p, 0644), 0);
-    test_status st = test_run_fn(open_fifos, (void *)dir, 10, 0);
+    test_status st = test_run_fn(open_fifos, (void *)dir, TEST_HANG_S, 0);
     if (!st.exited || st.exit_code != 0)
         fail_msg("opening FIFOs: exit %d, signal %d (14: it hung)", st.exit_code, st.signal);
 }
