@@ -132,6 +132,11 @@ static int make_opts(job *j, const char *cuda_include)
     return add_opt(j, "-I%s", cuda_include);
 }
 
+static int cmp_symbol(const void *a, const void *b)
+{
+    return strcmp(((const mf_kernel *)a)->symbol, ((const mf_kernel *)b)->symbol);
+}
+
 /* Pack the jobs of one arch into DIR/dskit-<arch>.tar.zst. */
 static int pack_kit(job *jobs, int njobs, const char *arch, const char *out_dir, json_t *toolchain, json_t *source,
                     const char *license_path)
@@ -155,14 +160,11 @@ static int pack_kit(job *jobs, int njobs, const char *arch, const char *out_dir,
         const spec_variant *v = j->v;
         char h[33];
         dsk_xxh128_hex(j->cubin, j->len, h);
-        int seen = 0;
-        for (int b = 0; b < m.nblobs && !seen; b++)
-            seen = !strcmp(m.blobs[b].hash, h);
-        if (!seen) {
+        char path[64];
+        snprintf(path, sizeof path, "cubins/%s.cubin", h);
+        if (!kit_entries_find(&entries, path)) { /* one blob per distinct cubin */
             strcpy(m.blobs[m.nblobs].hash, h);
             m.blobs[m.nblobs++].size = j->len;
-            char path[64];
-            snprintf(path, sizeof path, "cubins/%s.cubin", h);
             if (kit_entries_add(&entries, path, j->cubin, j->len))
                 goto out;
         }
@@ -201,13 +203,9 @@ static int pack_kit(job *jobs, int njobs, const char *arch, const char *out_dir,
     if (rc)
         goto out;
     rc = -1;
-    /* kernels sorted by symbol: the manifest does not depend on the order jobs finished */
-    for (int a = 1; a < m.nkernels; a++)
-        for (int b = a; b > 0 && strcmp(m.kernels[b - 1].symbol, m.kernels[b].symbol) > 0; b--) {
-            mf_kernel t = m.kernels[b];
-            m.kernels[b] = m.kernels[b - 1];
-            m.kernels[b - 1] = t;
-        }
+    /* kernels sorted by symbol (unique, spec_expand checks): the manifest does not depend on the order
+     * jobs finished */
+    qsort(m.kernels, (size_t)m.nkernels, sizeof *m.kernels, cmp_symbol);
     char *text = manifest_serialize(&m);
     if (!text)
         goto out;
