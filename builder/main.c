@@ -8,7 +8,7 @@
 #include "manifest/needs.h"
 #include "runtime/common/error.h"
 #include "runtime/common/util.h"
-#include "verify/verify.h"
+#include "manifest/kitcheck.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -89,19 +89,19 @@ static void *worker(void *arg)
 }
 
 static int add_opt(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Append one NVRTC option; an option that does not fit is an error, never a cut one. */
 static int add_opt(job *j, const char *fmt, ...)
 {
-    char buf[4200]; /* the longest option is -I<CUDA include folder> */
+    char buf[4200];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    int len = vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof buf)
-        return dsk_err("NVRTC option '%.40s...' for %s is too long", buf, j->v->symbol);
-    if (j->nopts >= 63)
+    if (len < 0 || (size_t)len >= sizeof buf)
+        return dsk_err("an NVRTC option of %s is longer than %zu bytes", j->v->symbol, sizeof buf - 1);
+    if (j->nopts >= 63 || !(j->opts[j->nopts] = dsk_strdup(buf)))
         return dsk_err("too many NVRTC options for %s", j->v->symbol);
-    if (!(j->opts[j->nopts] = dsk_strdup(buf)))
-        return -1;
     j->nopts++;
     return 0;
 }
@@ -113,8 +113,7 @@ static int make_opts(job *j, const char *cuda_include)
     snprintf(arch, sizeof arch, "%s%s", j->arch, f->target_suffix == 'a' && !strchr(j->arch + 3, 'a') ? "a" : "");
     int sm;
     mf_arch_parse(j->arch, &sm, NULL);
-    if (add_opt(j, "-arch=%s", arch) || add_opt(j, "-DDSK_SYMBOL=%s", j->v->symbol) ||
-        add_opt(j, "-DDSK_SM=%d", sm))
+    if (add_opt(j, "-arch=%s", arch) || add_opt(j, "-DDSK_SYMBOL=%s", j->v->symbol) || add_opt(j, "-DDSK_SM=%d", sm))
         return -1;
     for (size_t i = 0; i < sizeof common_flags / sizeof common_flags[0]; i++)
         if (add_opt(j, "%s", common_flags[i]))

@@ -158,7 +158,7 @@ static int parse_kernel(json_t *k, int index, mf_kernel *out)
         strcpy(out->param[out->nparams].name, key);
         out->param[out->nparams++].value = json_integer_value(val);
     }
-    long long v = 0;
+    long long v = 0; /* set by get_int; initialised for -O3's maybe-uninitialized */
     if (get_int(k, "block", where, 1, 1024, &v))
         return -1;
     out->block = (int)v;

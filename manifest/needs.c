@@ -1,56 +1,59 @@
 #include "manifest/needs.h"
 #include "runtime/common/error.h"
-#include "runtime/gpu/variant_rules.h"
+#include "manifest/rules/rules.h"
 #include "runtime/weights/safetensors.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Add (family, NAME=value pairs...) unless already listed; `why` says which part of the model. */
-static int add(need_list *l, const char *why, const char *family, int np, ...)
+/* Add a rule's pick unless already listed. */
+static int add_variant(need_list *l, const char *why, const rule_variant *v)
 {
-    need n;
-    memset(&n, 0, sizeof n);
-    snprintf(n.family, sizeof n.family, "%s", family);
-    snprintf(n.why, sizeof n.why, "%s", why);
-    va_list ap;
-    va_start(ap, np);
-    for (int i = 0; i < np; i++) {
-        snprintf(n.param[i].name, sizeof n.param[i].name, "%s", va_arg(ap, const char *));
-        n.param[i].value = va_arg(ap, int);
-    }
-    va_end(ap);
-    n.nparams = np;
-    for (int i = 0; i < l->n; i++) {
-        need *o = &l->v[i];
-        if (strcmp(o->family, n.family) || o->nparams != np)
-            continue;
-        int same = 1;
-        for (int p = 0; p < np && same; p++)
-            same = !strcmp(o->param[p].name, n.param[p].name) && o->param[p].value == n.param[p].value;
-        if (same)
-            return 0;
-    }
-    need *v = dsk_realloc(l->v, sizeof(need) * (size_t)(l->n + 1));
-    if (!v)
+    need nd;
+    memset(&nd, 0, sizeof nd);
+    snprintf(nd.family, sizeof nd.family, "%s", v->family);
+    snprintf(nd.why, sizeof nd.why, "%s", why);
+    if (mf_params_parse(v->params, nd.param, MANIFEST_MAX_PARAMS, &nd.nparams))
         return -1;
-    l->v = v;
-    l->v[l->n++] = n;
+    for (int j = 0; j < l->n; j++)
+        if (need_matches_params(&l->v[j], nd.family, nd.param, nd.nparams))
+            return 0;
+    need *grown = dsk_realloc(l->v, sizeof(need) * (size_t)(l->n + 1));
+    if (!grown)
+        return -1;
+    l->v = grown;
+    l->v[l->n++] = nd;
     return 0;
 }
 
-/* The top-k of rows of up to N entries: one block per row (short rows), several (long rows). */
-static int add_topk(need_list *l, const char *why, int N, int k)
+/* Add (family, "NAME=value,...") unless already listed; `why` says which part of the model. */
+static int add(need_list *l, const char *why, const char *family, const char *fmt, int value)
 {
-    int npl = rule_topk_small_npl(N, k);
-    if (npl)
-        return add(l, why, "topk_small", 1, "NPL", npl);
-    int rc = add(l, why, "topk", 1, "T", rule_topk_threads(N < RULE_TOPK_MB_MIN_N ? N : RULE_TOPK_MB_MIN_N - 1));
-    if (rule_topk_blocks(N) > 1)
-        rc |= add(l, why, "topk_mb", 1, "T", 256);
-    return rc;
+    rule_variant v = {.family = family};
+    snprintf(v.params, sizeof v.params, fmt, value);
+    return add_variant(l, why, &v);
+}
+
+/* A top-k of k = min(k_cap, N) out of rows of N entries, for every N in 1..n_max: the rule's pick for
+ * each (the picks change at a few breakpoints only, so consecutive equal picks are added once). */
+static int add_topk_sweep(need_list *l, const char *why, int64_t n_max, int k_cap)
+{
+    char last[80] = "";
+    if (n_max > 1 << 30)
+        n_max = 1 << 30;
+    for (int N = 1; N <= n_max; N++) {
+        rule_variant v;
+        rule_topk_pick(N, N < k_cap ? N : k_cap, &v);
+        char key[80];
+        snprintf(key, sizeof key, "%s %s", v.family, v.params);
+        if (strcmp(key, last)) {
+            if (add_variant(l, why, &v))
+                return -1;
+            snprintf(last, sizeof last, "%s", key);
+        }
+    }
+    return 0;
 }
 
 int needs_for_model(const model_config *c, const needs_settings *s, need_list *out)
@@ -60,27 +63,40 @@ int needs_for_model(const model_config *c, const needs_settings *s, need_list *o
     int max_rows = s && s->max_rows > 0 ? s->max_rows : 64;
     int rc = 0;
     /* norms: residual width (attn/ffn/final/drafter), q_lora, the KV head, the indexer keys */
-    rc |= add(out, "RMSNorm of the residual width", "rmsnorm", 1, "T", rule_rmsnorm_threads(c->dim));
-    rc |= add(out, "RMSNorm q_norm", "rmsnorm", 1, "T", rule_rmsnorm_threads(c->q_lora_rank));
-    rc |= add(out, "RMSNorm kv_norm / compressor norm", "rmsnorm", 1, "T", rule_rmsnorm_threads(c->head_dim));
-    rc |= add(out, "RMSNorm indexer k_norm", "rmsnorm", 1, "T", rule_rmsnorm_threads(c->index_head_dim));
-    rc |= add(out, "RoPE of queries, keys, compressed rows, indexer", "rope", 1, "R", c->rope_head_dim);
+    rc |= add(out, "RMSNorm of the residual width", "rmsnorm", "T=%d", rule_rmsnorm_threads(c->dim));
+    rc |= add(out, "RMSNorm q_norm", "rmsnorm", "T=%d", rule_rmsnorm_threads(c->q_lora_rank));
+    rc |= add(out, "RMSNorm kv_norm / compressor norm", "rmsnorm", "T=%d", rule_rmsnorm_threads(c->head_dim));
+    rc |= add(out, "RMSNorm indexer k_norm", "rmsnorm", "T=%d", rule_rmsnorm_threads(c->index_head_dim));
+    rule_variant v;
+    rule_rope_pick(c->rope_head_dim, &v);
+    rc |= add_variant(out, "RoPE of queries, keys, compressed rows, indexer", &v);
     /* router and indexer head weights: every row bucket a launch of <= max_rows rows uses */
     for (int r = 1; r <= (max_rows < 16 ? max_rows : 16); r++)
-        rc |= add(out, "router gate, indexer weights_proj", "rowmm_bf16", 1, "M", rule_rowmm_bucket(r));
-    rc |= add_topk(out, "router top-k", c->n_routed_experts, c->n_activated_experts);
-    if (c->n_mtp_layers > 0)
-        rc |= add_topk(out, "drafter router top-k", c->dspark_n_routed_experts, c->dspark_n_activated_experts);
-    /* indexer top-k over 1 .. max_seq_len / ratio rows and candidate blocks: both radix sizes */
-    int64_t max_rows_cache = c->max_seq_len;
-    if (c->n_index_source_layers > 0) {
-        int n_long = max_rows_cache > 1 << 30 ? 1 << 30 : (int)max_rows_cache;
-        rc |= add(out, "indexer top-k", "topk", 1, "T", rule_topk_threads(c->index_topk));
-        rc |= add_topk(out, "indexer top-k, long context", n_long, c->index_topk);
+        rc |= add(out, "router gate, indexer weights_proj", "rowmm_bf16", "M=%d", rule_rowmm_bucket(r));
+    /* the casts between families: summed partials into bf16, the indexer's head weights */
+    for (int mode = 0; mode < 2; mode++) {
+        rule_cast_pick(mode, &v);
+        rc |= add_variant(out, "casts: partial sums to bf16, indexer head weights", &v);
     }
+    /* router top-k: k of E, fixed */
+    rule_topk_pick(c->n_routed_experts, c->n_activated_experts, &v);
+    rc |= add_variant(out, "router top-k", &v);
+    if (c->n_mtp_layers > 0) {
+        rule_topk_pick(c->dspark_n_routed_experts, c->dspark_n_activated_experts, &v);
+        rc |= add_variant(out, "drafter router top-k", &v);
+    }
+    /* indexer top-k: min(index_topk, N) of the N compressed rows reachable, N = 1 .. context / ratio; the
+     * candidate blocks likewise over N = 1 .. ceil(rows / block) blocks */
+    int min_ratio = 0;
+    for (int l = 0; l < c->n_layers; l++)
+        if (c->roles[l].is_index_source && (min_ratio == 0 || c->roles[l].ratio < min_ratio))
+            min_ratio = c->roles[l].ratio;
+    if (min_ratio > 0)
+        rc |= add_topk_sweep(out, "indexer top-k", c->max_seq_len / min_ratio, c->index_topk);
     if (c->candidate_source_layer >= 0) {
-        int64_t blocks = (max_rows_cache + c->candidate_block_size - 1) / c->candidate_block_size;
-        rc |= add_topk(out, "candidate blocks", blocks > 1 << 30 ? 1 << 30 : (int)blocks, c->candidate_topk_blocks);
+        int64_t rows = c->max_seq_len / c->roles[c->candidate_source_layer].ratio;
+        rc |= add_topk_sweep(out, "candidate blocks", (rows + c->candidate_block_size - 1) / c->candidate_block_size,
+                             c->candidate_topk_blocks);
     }
     if (rc) {
         need_list_free(out);
@@ -89,8 +105,7 @@ int needs_for_model(const model_config *c, const needs_settings *s, need_list *o
     return 0;
 }
 
-/* Add the variants of rule_exl3_variants for one (K, codebook, MoE or not). */
-static int add_exl3(need_list *l, int K, int cb, int max_rows, int moe)
+int needs_add_exl3(need_list *l, int K, int cb, int max_rows, int moe)
 {
     rule_variant v[16];
     int n = rule_exl3_variants(K, cb, max_rows, moe, v, 16);
@@ -99,24 +114,9 @@ static int add_exl3(need_list *l, int K, int cb, int max_rows, int moe)
     char why[96];
     snprintf(why, sizeof why, "EXL3 linears at %d bits, codebook %s%s", K, cb == 2 ? "MUL1" : cb == 1 ? "MCG" : "3INST",
              moe ? " (routed experts)" : "");
-    for (int i = 0; i < n; i++) {
-        need nd;
-        memset(&nd, 0, sizeof nd);
-        snprintf(nd.family, sizeof nd.family, "%s", v[i].family);
-        snprintf(nd.why, sizeof nd.why, "%s", why);
-        if (mf_params_parse(v[i].params, nd.param, MANIFEST_MAX_PARAMS, &nd.nparams))
+    for (int i = 0; i < n; i++)
+        if (add_variant(l, why, &v[i]))
             return -1;
-        int dup = 0;
-        for (int j = 0; j < l->n && !dup; j++)
-            dup = need_matches_params(&l->v[j], nd.family, nd.param, nd.nparams);
-        if (dup)
-            continue;
-        need *grown = dsk_realloc(l->v, sizeof(need) * (size_t)(l->n + 1));
-        if (!grown)
-            return -1;
-        l->v = grown;
-        l->v[l->n++] = nd;
-    }
     return 0;
 }
 
@@ -145,7 +145,7 @@ static int add_checkpoint(const char *dir, int max_rows, need_list *out)
         int K = (int)(t->shape[2] / 16), moe = strstr(t->name, ".ffn.experts.") != NULL;
         if (!seen[K][cb][moe]) {
             seen[K][cb][moe] = 1;
-            rc = add_exl3(out, K, cb, max_rows, moe);
+            rc = needs_add_exl3(out, K, cb, max_rows, moe);
         }
     }
     st_close(set);

@@ -30,6 +30,9 @@ int needs_for_model(const model_config *c, const needs_settings *s, need_list *o
  * its checkpoint's linears use, read from the safetensors headers. A folder without a checkpoint is
  * an error naming it. */
 int needs_for_model_dir(const char *dir, const needs_settings *s, need_list *out);
+/* Add the EXL3 variants linears of K bits and codebook cb need at up to max_rows rows per launch (moe: the
+ * routed MoE too); what needs_for_model_dir adds for each (bits, codebook) its checkpoint holds. */
+int needs_add_exl3(need_list *l, int K, int cb, int max_rows, int moe);
 /* Whether a manifest kernel is the variant a need asks for. */
 int need_matches(const need *n, const mf_kernel *k);
 int need_matches_params(const need *n, const char *family, const mf_param *p, int np);

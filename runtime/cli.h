@@ -3,23 +3,26 @@
 #ifndef DSK_CLI_H
 #define DSK_CLI_H
 
+#include "runtime/common/cli.h"
+
 int cmd_verify(int argc, char **argv);   /* verify/verify_cli.c */
 int cmd_info(int argc, char **argv);     /* verify/verify_cli.c */
 int cmd_bench(int argc, char **argv);    /* runtime/bench/bench.c */
-int cmd_mkmodel(int argc, char **argv);  /* runtime/model/mkmodel.c */
+int cmd_mkmodel(int argc, char **argv);  /* runtime/mkmodel/mkmodel.c */
 int cmd_tokenize(int argc, char **argv); /* runtime/tokenizer/cmd_tokenize.c */
-int cmd_run(int argc, char **argv);      /* runtime/model/cmd_run.c */
+int cmd_run(int argc, char **argv);      /* runtime/engine/cmd_run.c */
+int cmd_engram(int argc, char **argv);   /* runtime/engram/cmd_engram.c */
+int cmd_rank_follower(int argc, char **argv); /* runtime/ranks/cmd_rank_follower.c: started by rank 0 */
 
 /* Benchmarks (dskit bench WHAT), dispatched by runtime/bench/bench.c. */
 int bench_build(int argc, char **argv);  /* runtime/bench/bench_kit.c */
 int bench_kit(int argc, char **argv);    /* runtime/bench/bench_kit.c */
-int bench_exl3_cpu(int argc, char **argv); /* runtime/weights/exl3_bench.c */
+int bench_exl3_cpu(int argc, char **argv); /* runtime/bench/bench_exl3_cpu.c */
 int bench_exl3(int argc, char **argv);     /* runtime/bench/bench_exl3.c: the EXL3 GPU kernels */
-int bench_cpu(int argc, char **argv);      /* runtime/model/bench_cpu.c: dskit bench cpu */
+int bench_cpu(int argc, char **argv);      /* runtime/bench/bench_cpu.c: dskit bench cpu */
 int bench_tokenize(int argc, char **argv); /* runtime/tokenizer/bench_tokenize.c */
-
-/* Shared option helpers: strict integer/float parsing with a message naming the option. */
-int cli_parse_int(const char *opt, const char *s, long lo, long hi, long *out);
-int cli_parse_double(const char *opt, const char *s, double *out);
+int bench_exchange(int argc, char **argv); /* runtime/ranks/bench_exchange.c */
+int bench_engram(int argc, char **argv);   /* runtime/engram/bench_engram.c */
+int bench_grammar(int argc, char **argv);  /* runtime/bench/bench_grammar.c */
 
 #endif

@@ -1,7 +1,10 @@
 /* CPU references of the kit's first families against hand-computed cases. */
 #include "runtime/common/error.h"
 #include "runtime/common/numerics.h"
-#include "runtime/ref/ref_ops.h"
+#include "runtime/ref/rmsnorm.h"
+#include "runtime/ref/rope.h"
+#include "runtime/ref/rowmm.h"
+#include "runtime/ref/topk.h"
 #include "tests/common/test_util.h"
 
 #include <math.h>

@@ -5,7 +5,7 @@
 #include "runtime/common/error.h"
 #include "runtime/common/util.h"
 #include "runtime/driver/kit.h"
-#include "verify/verify.h"
+#include "manifest/kitcheck.h"
 
 #include <ctype.h>
 #include <libgen.h>

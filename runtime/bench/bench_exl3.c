@@ -10,9 +10,9 @@
 #include "runtime/common/rng.h"
 #include "runtime/common/util.h"
 #include "runtime/driver/kit.h"
-#include "runtime/gpu/exl3_ops.h"
-#include "runtime/gpu/gpu_time.h"
-#include "runtime/gpu/ops.h"
+#include "runtime/launch/exl3.h"
+#include "runtime/launch/gpu_time.h"
+#include "runtime/launch/stream_read.h"
 
 #include <stdio.h>
 #include <stdlib.h>

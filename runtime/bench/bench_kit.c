@@ -6,9 +6,13 @@
 #include "runtime/common/rng.h"
 #include "runtime/common/util.h"
 #include "runtime/driver/kit.h"
-#include "runtime/gpu/gpu_time.h"
-#include "runtime/gpu/ops.h"
-#include "runtime/gpu/variant_rules.h"
+#include "runtime/launch/gpu_time.h"
+#include "runtime/launch/rmsnorm.h"
+#include "runtime/launch/rope.h"
+#include "runtime/launch/rowmm.h"
+#include "runtime/launch/stream_read.h"
+#include "runtime/launch/topk.h"
+#include "manifest/rules/rules.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-#include "runtime/cli.h"
+#include "runtime/common/cli.h"
 #include "runtime/common/error.h"
 
 #include <errno.h>

@@ -2,7 +2,7 @@
 #include "manifest/archive.h"
 #include "runtime/common/error.h"
 #include "runtime/common/util.h"
-#include "verify/verify.h"
+#include "manifest/kitcheck.h"
 
 #include <stdarg.h>
 #include <stdio.h>

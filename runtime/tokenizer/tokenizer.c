@@ -262,8 +262,9 @@ static int load_added(dsk_tokenizer *tok, const json_t *list, size_t vocab_count
         t->rstrip = json_is_true(json_object_get(a, "rstrip"));
         const json_t *norm = json_object_get(a, "normalized");
         t->normalized = norm ? json_is_true(norm) : !t->special;
+        tok->special[id] |= TOK_FLAG_ADDED;
         if (t->special)
-            tok->special[id] = 1;
+            tok->special[id] |= TOK_FLAG_SPECIAL;
         if (id > max_added)
             max_added = id;
     }
@@ -466,8 +467,9 @@ static int load_root(dsk_tokenizer *tok, const json_t *root)
         return dsk_err("the pre_tokenizer has no ByteLevel step (only byte-level BPE is supported)");
     if (build_decoded(tok))
         return -1;
-    tok->bos = tok_id(tok, "<｜begin▁of▁sentence｜>");
-    tok->eos = tok_id(tok, "<｜end▁of▁sentence｜>");
+    static const char bos[] = "<｜begin▁of▁sentence｜>", eos[] = "<｜end▁of▁sentence｜>";
+    tok->bos = tok_lookup(tok, bos, sizeof bos - 1);
+    tok->eos = tok_lookup(tok, eos, sizeof eos - 1);
     return 0;
 fail:
     tok->strs = NULL;

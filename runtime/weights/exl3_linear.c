@@ -1,6 +1,6 @@
 /* Recognition of one EXL3 linear among a checkpoint's tensors (exl3.md §1.1, §1.3). */
 #include "runtime/common/error.h"
-#include "runtime/weights/exl3.h"
+#include "runtime/weights/exl3_linear.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -5,7 +5,7 @@
  * independently of the kernel header. */
 #include "runtime/common/numerics.h"
 #include "runtime/common/rng.h"
-#include "runtime/weights/exl3.h"
+#include "runtime/ref/exl3.h"
 #include "tests/common/test_util.h"
 
 #include <stdint.h>

@@ -4,8 +4,8 @@
  * shared-expert form without routing. */
 #include "runtime/common/numerics.h"
 #include "runtime/common/rng.h"
-#include "runtime/weights/exl3.h"
-#include "runtime/weights/exl3_moe_ref.h"
+#include "runtime/ref/exl3.h"
+#include "runtime/ref/exl3_moe.h"
 #include "tests/common/test_util.h"
 
 #include <math.h>

@@ -4,7 +4,7 @@
  * reach the tar and the manifest); odd, the rest is handed over as it is (zstd frames, other formats). */
 #include "manifest/archive.h"
 #include "tests/fuzz/fuzz_common.h"
-#include "verify/verify.h"
+#include "manifest/kitcheck.h"
 
 #include <archive.h>
 #include <archive_entry.h>

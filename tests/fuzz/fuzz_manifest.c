@@ -4,7 +4,7 @@
 #include "manifest/archive.h"
 #include "manifest/manifest.h"
 #include "tests/fuzz/fuzz_common.h"
-#include "verify/verify.h"
+#include "manifest/kitcheck.h"
 
 #include <string.h>
 

@@ -1,9 +1,13 @@
 /* The check records shared by the GPU test program and the EXL3 emulator (tests/gpu/gpu_check.h). */
 #include "tests/gpu/gpu_check.h"
 
+#include "runtime/common/numerics.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
 
 double rel_l2(const float *a, const float *b, size_t n)
 {
@@ -27,4 +31,30 @@ void check(gpu_ctx *c, int ok, const char *family, const char *shape, const char
     fflush(stdout);
     c->checks++;
     c->failures += !ok;
+}
+
+dsk_rng fresh_rng(uint64_t salt)
+{
+    dsk_rng r;
+    dsk_rng_seed(&r, (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32) ^ salt);
+    return r;
+}
+
+void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "gpu_tests: out of memory\n");
+        exit(2);
+    }
+    return p;
+}
+
+void fill_bf16(dsk_rng *r, uint16_t *x, int rows, int cols, float scale)
+{
+    for (int i = 0; i < rows; i++) {
+        float s = scale * powf(10.0f, 2.0f * dsk_rng_f32(r) - 1.0f);
+        for (int j = 0; j < cols; j++)
+            x[(size_t)i * cols + j] = f32_to_bf16(s * dsk_rng_normal(r));
+    }
 }

@@ -2,6 +2,7 @@
 #ifndef DSK_GPU_CHECK_H
 #define DSK_GPU_CHECK_H
 
+#include "runtime/common/rng.h"
 #include "runtime/driver/kit.h"
 
 #include <stddef.h>
@@ -34,6 +35,13 @@ void check(gpu_ctx *c, int ok, const char *family, const char *shape, const char
 /* ||a - b|| / ||b|| over n floats. */
 double rel_l2(const float *a, const float *b, size_t n);
 
+/* A generator seeded from the clock: every run checks fresh random inputs (salt tells callers apart). */
+dsk_rng fresh_rng(uint64_t salt);
+/* malloc that exits the program with a message when memory runs out. */
+void *xmalloc(size_t n);
+/* Random bf16 values with a per-row scale spanning several orders of magnitude. */
+void fill_bf16(dsk_rng *r, uint16_t *x, int rows, int cols, float scale);
+
 /* The test families; each runs its shapes and records checks. */
 void test_stream_read(gpu_ctx *c);
 void test_rmsnorm(gpu_ctx *c);
@@ -43,5 +51,6 @@ void test_topk(gpu_ctx *c);
 void test_exl3_decode(gpu_ctx *c);
 void test_exl3_mm(gpu_ctx *c);
 void test_exl3_moe(gpu_ctx *c);
+void test_cast(gpu_ctx *c);
 
 #endif

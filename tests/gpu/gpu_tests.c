@@ -74,6 +74,7 @@ static const family_test tests[] = {
     {"stream_read", test_stream_read}, {"rmsnorm", test_rmsnorm}, {"rope", test_rope},
     {"rowmm_bf16", test_rowmm},         {"topk", test_topk},
     {"exl3_recon", test_exl3_decode},   {"exl3_mm", test_exl3_mm},   {"exl3_moe", test_exl3_moe},
+    {"cast", test_cast},
 };
 
 int main(int argc, char **argv)

@@ -7,10 +7,10 @@
 #include "runtime/common/rng.h"
 #include "runtime/common/util.h"
 #include "runtime/model/engram_layout.h"
-#include "runtime/model/mkmodel.h"
-#include "runtime/model/model.h"
+#include "runtime/mkmodel/mkmodel.h"
+#include "runtime/cpu/cpu_model.h"
 #include "runtime/tokenizer/tokenizer.h"
-#include "runtime/weights/exl3.h"
+#include "runtime/ref/exl3.h"
 #include "tests/common/test_util.h"
 #include "tests/common/test_proc.h"
 
@@ -290,10 +290,10 @@ static int32_t argmax_sampler(const float *logits, int vocab, int64_t pos, void 
 static void test_activations(void **state)
 {
     (void)state;
-    model *m;
-    model_state *s;
-    assert_ok(model_load(dir_a, 0, &m));
-    assert_ok(model_state_new(m, 256, &s));
+    cpu_model *m;
+    cpu_seq *s;
+    assert_ok(cpu_model_load(dir_a, 0, &m));
+    assert_ok(cpu_seq_new(m, 256, &s));
     const model_config *c = &m->cfg;
     enum { N = 64, LAST = 4 };
     int d = c->dim, nt = c->n_dspark_targets;
@@ -307,7 +307,7 @@ static void test_activations(void **state)
     float *logits = malloc(sizeof(float) * LAST * V);
     assert_non_null(taps);
     assert_non_null(logits);
-    assert_ok(model_forward(m, s, tok, N, N - LAST, logits, taps));
+    assert_ok(cpu_forward(m, s, tok, N, N - LAST, logits, taps));
     for (int k = 0; k < nt; k++) {
         double s2 = 0, cs = 0;
         for (int i = 0; i < N; i++) {
@@ -346,15 +346,15 @@ static void test_activations(void **state)
     }
     s->len = N;
     int32_t drafts[8];
-    assert_ok(model_draft_feed(m, s, taps, N));
+    assert_ok(cpu_draft_feed(m, s, taps, N));
     int32_t t0 = argmax_sampler(logits + (LAST - 1) * V, (int)V, N, NULL);
-    assert_ok(model_draft(m, s, t0, argmax_sampler, NULL, drafts, NULL));
+    assert_ok(cpu_draft(m, s, t0, argmax_sampler, NULL, drafts, NULL));
     for (int i = 0; i < c->dspark_block_size; i++)
         assert_true(drafts[i] >= 0 && drafts[i] < V);
     free(taps);
     free(logits);
-    model_state_free(s);
-    model_free(m);
+    cpu_seq_free(s);
+    cpu_model_free(m);
 }
 
 /* A tensor's bytes depend only on (seed, its name): written alone, it equals its copy in the checkpoint;

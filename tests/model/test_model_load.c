@@ -8,7 +8,7 @@
 
 #include <string.h>
 
-static model *M;
+static cpu_model *M;
 
 static int setup(void **state)
 {
@@ -78,8 +78,8 @@ static void expect_load_error(const char *sub, const char *name, edit_kind kind,
     char dir[1200];
     snprintf(dir, sizeof dir, "%s/%s", model_test_root, sub);
     write_variant(dir, name, kind, quant);
-    model *m = NULL;
-    assert_int_equal(model_load(dir, 0, &m), -1);
+    cpu_model *m = NULL;
+    assert_int_equal(cpu_model_load(dir, 0, &m), -1);
     if (!strstr(dsk_err_msg(), needle))
         fail_msg("message '%s' does not name '%s'", dsk_err_msg(), needle);
 }
@@ -100,8 +100,8 @@ static void test_f32_norm(void **state)
     char dir[1200];
     snprintf(dir, sizeof dir, "%s/f32-norm", model_test_root);
     write_variant(dir, "layers.5.ffn_norm.weight", TO_F32, NULL);
-    model *m;
-    assert_ok(model_load(dir, 0, &m));
+    cpu_model *m;
+    assert_ok(cpu_model_load(dir, 0, &m));
     const st_tensor *t = st_get(M->st, "layers.5.ffn_norm.weight");
     int differ = 0;
     for (int k = 0; k < M->cfg.dim; k++) {
@@ -112,7 +112,7 @@ static void test_f32_norm(void **state)
         differ += want != h;
     }
     assert_true(differ > 0);
-    model_free(m);
+    cpu_model_free(m);
 }
 
 int main(void)

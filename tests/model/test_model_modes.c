@@ -4,14 +4,15 @@
 #include "tests/model/model_test_util.h"
 
 #include "runtime/common/rng.h"
-#include "runtime/model/generate.h"
-#include "runtime/model/sampling.h"
+#include "runtime/engine/generate.h"
+#include "runtime/ref/sampling.h"
 
 #include <math.h>
 #include <string.h>
 #include <time.h>
 
-static model *M;
+static cpu_model *M;
+static engine *E; /* the same checkpoint behind the engine interface */
 static dsk_rng R;
 static uint64_t run_seed;
 
@@ -22,12 +23,14 @@ static int setup(void **state)
     printf("model modes test: seed %" PRIu64 "\n", run_seed);
     dsk_rng_seed(&R, run_seed);
     M = model_test_make("tiny", 1 + run_seed % 97);
-    return M ? 0 : -1;
+    E = M ? model_test_engine(1) : NULL;
+    return E ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
     (void)state;
+    engine_close(E);
     model_test_cleanup(M);
     return 0;
 }
@@ -45,15 +48,15 @@ static float *run_chunks(const int32_t *tok, int n, const int *sizes)
 {
     int V = M->cfg.vocab_size;
     float *lg = malloc(sizeof(float) * (size_t)n * V);
-    model_state *s;
-    assert_ok(model_state_new(M, 4096, &s));
+    cpu_seq *s;
+    assert_ok(cpu_seq_new(M, 4096, &s));
     for (int done = 0, k = 0; done < n; k++) {
         int c = sizes[k] < n - done ? sizes[k] : n - done;
-        assert_ok(model_forward(M, s, tok + done, c, 0, lg + (int64_t)done * V, NULL));
+        assert_ok(cpu_forward(M, s, tok + done, c, 0, lg + (int64_t)done * V, NULL));
         s->len += c;
         done += c;
     }
-    model_state_free(s);
+    cpu_seq_free(s);
     return lg;
 }
 
@@ -120,18 +123,18 @@ static void test_long_context(void **state)
     int n = 180 + (int)dsk_rng_below(&R, 40), tail = 12, V = M->cfg.vocab_size;
     int32_t *tok = random_tokens(n);
     float *a = malloc(sizeof(float) * (size_t)tail * V), *b = malloc(sizeof(float) * (size_t)tail * V);
-    model_state *s;
-    assert_ok(model_state_new(M, 4096, &s));
-    assert_ok(model_forward(M, s, tok, n, n - tail, a, NULL));
-    model_state_free(s);
-    assert_ok(model_state_new(M, 4096, &s));
-    assert_ok(model_forward(M, s, tok, n - tail, n, NULL, NULL));
+    cpu_seq *s;
+    assert_ok(cpu_seq_new(M, 4096, &s));
+    assert_ok(cpu_forward(M, s, tok, n, n - tail, a, NULL));
+    cpu_seq_free(s);
+    assert_ok(cpu_seq_new(M, 4096, &s));
+    assert_ok(cpu_forward(M, s, tok, n - tail, n, NULL, NULL));
     s->len = n - tail;
     for (int i = 0; i < tail; i++) {
-        assert_ok(model_forward(M, s, tok + n - tail + i, 1, 0, b + (int64_t)i * V, NULL));
+        assert_ok(cpu_forward(M, s, tok + n - tail + i, 1, 0, b + (int64_t)i * V, NULL));
         s->len++;
     }
-    model_state_free(s);
+    cpu_seq_free(s);
     assert_rows_equal(a, b, tail, "long context, prefill then decode");
     free(a);
     free(b);
@@ -148,8 +151,8 @@ static void test_verify_rollback(void **state)
     int all[1] = {n};
     float *want = run_chunks(tok, n, all);
     float *lg = malloc(sizeof(float) * 6 * (size_t)V);
-    model_state *s;
-    assert_ok(model_state_new(M, 4096, &s));
+    cpu_seq *s;
+    assert_ok(cpu_seq_new(M, 4096, &s));
     int rounds = 0;
     while (s->len < n) {
         int w = 1 + (int)dsk_rng_below(&R, 6), left = n - (int)s->len;
@@ -157,13 +160,13 @@ static void test_verify_rollback(void **state)
         int32_t rows[6];
         for (int j = 0; j < w; j++)
             rows[j] = j < acc ? tok[s->len + j] : (int32_t)dsk_rng_below(&R, (uint64_t)V);
-        assert_ok(model_forward(M, s, rows, w, 0, lg, NULL));
+        assert_ok(cpu_forward(M, s, rows, w, 0, lg, NULL));
         assert_rows_equal(want + s->len * V, lg, acc, "verify window");
         s->len += acc;
         rounds++;
     }
     assert_true(rounds >= 5);
-    model_state_free(s);
+    cpu_seq_free(s);
     free(lg);
     free(want);
     free(tok);
@@ -171,8 +174,9 @@ static void test_verify_rollback(void **state)
 
 static void generate(const int32_t *prompt, int n, float temp, int draft, int32_t *out, gen_stats *st)
 {
-    gen_opts o = {.max_tokens = 24, .temperature = temp, .seed = 1234 + run_seed, .draft = draft};
-    assert_ok(model_generate(M, prompt, n, &o, out, st));
+    gen_opts o = {.max_tokens = 24, .sp = {.temperature = temp, .top_p = 1.0f, .seed = 1234 + run_seed},
+                  .draft = draft};
+    assert_ok(engine_generate(E, prompt, n, &o, out, st));
     assert_int_equal(st->n_out, 24);
 }
 
@@ -199,7 +203,7 @@ static int32_t argmax_sampler(const float *logits, int vocab, int64_t pos, void 
 {
     (void)pos;
     (void)ctx;
-    return sample_token(logits, vocab, 0.0f, 0, 0);
+    return sample_row(logits, vocab, &SAMPLE_GREEDY, 0, NULL);
 }
 
 /* The drafter's rings fed one-shot or position by position give the same drafts and confidences. */
@@ -212,19 +216,19 @@ static void test_draft_modes(void **state)
     float conf[2][8];
     uint16_t *taps = malloc(sizeof(uint16_t) * (size_t)n * tw);
     for (int k = 0; k < 2; k++) {
-        model_state *s;
-        assert_ok(model_state_new(M, 4096, &s));
+        cpu_seq *s;
+        assert_ok(cpu_seq_new(M, 4096, &s));
         for (int i = 0; i < n;) {
             int step = k ? 1 : n;
-            assert_ok(model_forward(M, s, tok + i, step, step, NULL, taps));
+            assert_ok(cpu_forward(M, s, tok + i, step, step, NULL, taps));
             s->len += step;
-            assert_ok(model_draft_feed(M, s, taps, step));
+            assert_ok(cpu_draft_feed(M, s, taps, step));
             i += step;
         }
-        assert_ok(model_draft(M, s, tok[n], argmax_sampler, NULL, d[k], conf[k]));
+        assert_ok(cpu_draft(M, s, tok[n], argmax_sampler, NULL, d[k], conf[k]));
         for (int i = 0; i < B; i++)
             assert_true(isfinite(conf[k][i]) && d[k][i] >= 0 && d[k][i] < c->vocab_size);
-        model_state_free(s);
+        cpu_seq_free(s);
     }
     assert_memory_equal(d[0], d[1], sizeof(int32_t) * B);
     assert_memory_equal(conf[0], conf[1], sizeof(float) * B);
@@ -232,19 +236,43 @@ static void test_draft_modes(void **state)
     free(tok);
 }
 
+/* Routing spreads over the experts (random weights route everywhere; a stuck router would not). */
+static void test_routing_spread(void **state)
+{
+    (void)state;
+    const model_config *c = &M->cfg;
+    M->expert_hits = calloc((size_t)c->n_all_layers * 4096, sizeof(uint32_t));
+    int n = 48;
+    int32_t *tok = random_tokens(n);
+    cpu_seq *s;
+    assert_ok(cpu_seq_new(M, 4096, &s));
+    assert_ok(cpu_forward(M, s, tok, n, n, NULL, NULL));
+    for (int l = 0; l < c->n_layers; l++) {
+        int used = 0;
+        for (int e = 0; e < c->n_routed_experts; e++)
+            used += M->expert_hits[l * 4096 + e] > 0;
+        if (used < c->n_routed_experts - 2)
+            fail_msg("layer %d routes to only %d of %d experts", l, used, c->n_routed_experts);
+    }
+    free(M->expert_hits);
+    M->expert_hits = NULL;
+    cpu_seq_free(s);
+    free(tok);
+}
+
 /* The context limit is a clear refusal that leaves the state untouched. */
 static void test_context_limit(void **state)
 {
     (void)state;
-    model_state *s;
-    assert_ok(model_state_new(M, 16, &s));
+    cpu_seq *s;
+    assert_ok(cpu_seq_new(M, 16, &s));
     int32_t *tok = random_tokens(17);
-    assert_int_equal(model_forward(M, s, tok, 17, 16, NULL, NULL), -1);
+    assert_int_equal(cpu_forward(M, s, tok, 17, 16, NULL, NULL), -1);
     assert_non_null(strstr(dsk_err_msg(), "context limit"));
-    assert_ok(model_forward(M, s, tok, 16, 16, NULL, NULL));
+    assert_ok(cpu_forward(M, s, tok, 16, 16, NULL, NULL));
     s->len = 16;
-    assert_int_equal(model_forward(M, s, tok, 1, 0, NULL, NULL), -1);
-    model_state_free(s);
+    assert_int_equal(cpu_forward(M, s, tok, 1, 0, NULL, NULL), -1);
+    cpu_seq_free(s);
     free(tok);
 }
 
@@ -257,6 +285,7 @@ int main(void)
         cmocka_unit_test(test_verify_rollback),
         cmocka_unit_test(test_drafted_equals_serial),
         cmocka_unit_test(test_draft_modes),
+        cmocka_unit_test(test_routing_spread),
         cmocka_unit_test(test_context_limit),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -6,9 +6,9 @@
 #include "runtime/common/error.h"
 #include "runtime/common/numerics.h"
 #include "runtime/common/rng.h"
-#include "runtime/model/kvquant.h"
-#include "runtime/model/ops.h"
-#include "runtime/model/sampling.h"
+#include "runtime/ref/kvquant.h"
+#include "runtime/cpu/layers.h"
+#include "runtime/ref/sampling.h"
 
 #include <math.h>
 #include <string.h>
@@ -212,7 +212,7 @@ static void test_routing(void **state)
     float logits[8] = {0.1f, 2.0f, -1.0f, 1.5f, 1.5f, 3.0f, -4.0f, 0.0f};
     int32_t ids[3];
     float w[3];
-    assert_int_equal(moe_route(&c, &b, logits, ids, w), 3);
+    assert_int_equal(moe_route(c.route_scale, b.n_experts, b.n_active, b.gate_bias, logits, ids, w), 3);
     /* unbiased: 5, 1, and the tie 3/4 goes to 3 */
     assert_int_equal(ids[0], 1);
     assert_int_equal(ids[1], 3);
@@ -224,7 +224,7 @@ static void test_routing(void **state)
     assert_true(fabsf(w[0] + w[1] + w[2] - 1.5f) < 1e-6f);
     /* a bias changes the selection, not the weights' source */
     bias[6] = 10.0f;
-    assert_int_equal(moe_route(&c, &b, logits, ids, w), 3);
+    assert_int_equal(moe_route(c.route_scale, b.n_experts, b.n_active, b.gate_bias, logits, ids, w), 3);
     assert_int_equal(ids[0], 1);
     assert_int_equal(ids[1], 5);
     assert_int_equal(ids[2], 6);
@@ -246,16 +246,17 @@ static void test_sampling(void **state)
     assert_true(sample_uniform(7, 5, 3) != sample_uniform(7, 6, 3));
     assert_true(sample_uniform(7, 5, 3) != sample_uniform(7, 5, 4));
     float lg[4] = {1.0f, 3.0f, 3.0f, -2.0f};
-    assert_int_equal(sample_token(lg, 4, 0.0f, 1, 0), 1);
+    assert_int_equal(sample_row(lg, 4, &SAMPLE_GREEDY, 0, NULL), 1);
     float p3[3] = {logf(0.5f), logf(0.3f), logf(0.2f)};
     int count[3] = {0, 0, 0};
     for (int pos = 0; pos < 20000; pos++)
-        count[sample_token(p3, 3, 1.0f, 99, pos)]++;
+        count[sample_row(p3, 3, &(sample_params){1.0f, 1.0f, 0, 99}, pos, NULL)]++;
     assert_true(fabs(count[0] / 20000.0 - 0.5) < 0.02);
     assert_true(fabs(count[1] / 20000.0 - 0.3) < 0.02);
     assert_true(fabs(count[2] / 20000.0 - 0.2) < 0.02);
     /* the same (seed, position) draws the same token, whatever was drawn before */
-    assert_int_equal(sample_token(p3, 3, 1.0f, 99, 1234), sample_token(p3, 3, 1.0f, 99, 1234));
+    sample_params sp = {1.0f, 1.0f, 0, 99};
+    assert_int_equal(sample_row(p3, 3, &sp, 1234, NULL), sample_row(p3, 3, &sp, 1234, NULL));
 }
 
 /* The model's linear (cached or not, any column range, any thread count) equals exl3_matmul. */
@@ -272,7 +273,7 @@ static void test_linear_vs_exl3(void **state)
     for (int i = 0; i < n; i++)
         svh[i] = f32_to_f16((dsk_rng_f32(&R) * 2 - 1) * 2.0f);
     fill(x, m * k, 3.0f);
-    model_linear l;
+    cpu_linear l;
     memset(&l, 0, sizeof l);
     l.q = (exl3_linear){"test.trellis", k, n, K, EXL3_CB_MUL1, trellis, suh, svh, NULL, 0};
     float xf[5 * 256], want[5 * 384], got[5 * 384], part[5 * 128];

@@ -2,7 +2,7 @@
  * and against an independent bit-by-bit model on fresh random tiles for K = 1..8 × 3 codebooks. */
 #include "runtime/common/numerics.h"
 #include "runtime/common/rng.h"
-#include "runtime/weights/exl3.h"
+#include "runtime/ref/exl3.h"
 #include "tests/weights/weights_test_util.h"
 
 #include <stdlib.h>

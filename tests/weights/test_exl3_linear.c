@@ -1,7 +1,7 @@
 /* Recognition of EXL3 linears: well-formed layers of every codebook and bias kind, and each malformed
  * variant rejected with a message naming the tensor and what is wrong. */
 #include "runtime/common/rng.h"
-#include "runtime/weights/exl3.h"
+#include "runtime/ref/exl3.h"
 #include "tests/weights/weights_test_util.h"
 
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * bit for bit, row invariance, and the cached path equal to the uncached one. */
 #include "runtime/common/numerics.h"
 #include "runtime/common/rng.h"
-#include "runtime/weights/exl3.h"
+#include "runtime/ref/exl3.h"
 #include "tests/weights/weights_test_util.h"
 
 #include <math.h>

@@ -1,0 +1,49 @@
+/* Which variant of a family a problem shape launches: one file per family in manifest/rules/. The
+ * launchers (runtime/launch/) and the needs list (manifest/needs.c) both call these, so the kit a model
+ * needs is exactly the kit its launches use (tests/kit/test_needs.c sweeps every shape to prove it). */
+#ifndef DSK_RULES_H
+#define DSK_RULES_H
+
+/* A variant as the kit names it: family and its parameters. */
+typedef struct {
+    const char *family;
+    char params[32]; /* "K=4,CB=2,M=8" */
+} rule_variant;
+
+/* rope: the variant rotating the last rope_dim dims (the kit has 32 and 64). */
+void rule_rope_pick(int rope_dim, rule_variant *v);
+/* stream_read: the one variant the roofline benchmark launches. */
+void rule_stream_read_pick(rule_variant *v);
+/* cast: the variant of a cast (0: fp32 -> bf16; 1: fp32 bf16(bf16(x) · scale)). */
+void rule_cast_pick(int mode, rule_variant *v);
+/* rmsnorm: threads per row for a width. */
+int rule_rmsnorm_threads(int width);
+/* topk: threads per row of the radix kernel for N entries. */
+int rule_topk_threads(int N);
+/* topk_small: elements per lane of the warp-per-row kernel (k <= 16, N <= 1024), 0 when the radix
+ * kernel runs instead. */
+int rule_topk_small_npl(int N, int k);
+/* topk_mb: blocks per row for N entries; 1 when one block per row (topk or topk_small) runs instead,
+ * i.e. for N < RULE_TOPK_MB_MIN_N. */
+enum { RULE_TOPK_MB_MIN_N = 32768 };
+int rule_topk_blocks(int N);
+/* The kernel a top-k of k entries out of rows of N launches (topk_small, topk or topk_mb): what op_topk
+ * runs when the blocks per row are left to the rule. Returns the blocks per row. */
+int rule_topk_pick(int N, int k, rule_variant *v);
+/* rowmm_bf16: the row bucket (1, 2, 4, 8, 16) of a launch of `rows` rows (<= 16 per launch). */
+int rule_rowmm_bucket(int rows);
+
+/* exl3_mm: rows per tile (8, 16, 32, 64) of a launch of `rows` rows; more rows run in tiles of 64. */
+int rule_exl3_bucket(int rows);
+/* exl3_had: whether a matmul of `rows` rows transforms its input in a launch of its own first (else the
+ * matmul transforms it inside). */
+int rule_exl3_pretransform(int rows);
+/* The canonical k split of a k × n EXL3 matrix: groups of qb 128-row blocks, summed left to right. A
+ * function of the shape only, so every form and row count adds a row's terms in the same order. */
+void rule_exl3_split(int k, int n, int *qb, int *groups);
+/* Every (family, parameters) the EXL3 launchers may ask for to run linears of K bits and codebook
+ * `codebook` at up to max_rows rows per launch (moe: the routed MoE too). Writes up to cap entries,
+ * returns how many there are. */
+int rule_exl3_variants(int K, int codebook, int max_rows, int moe, rule_variant *out, int cap);
+
+#endif

@@ -1,0 +1,21 @@
+#include "runtime/launch/rowmm.h"
+#include "manifest/rules/rules.h"
+#include "runtime/common/error.h"
+#include "runtime/driver/cuda_api.h"
+
+int op_rowmm_bf16(const kit *k, CUstream s, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, int rows, int K, int N)
+{
+    if (K % 32 || K <= 0 || N <= 0)
+        return dsk_err("rowmm_bf16: K %d must be a positive multiple of 32, N %d positive", K, N);
+    for (int r0 = 0; r0 < rows; r0 += 16) {
+        int r = rows - r0 < 16 ? rows - r0 : 16;
+        const kit_kernel *kk = kit_findf(k, "rowmm_bf16", "M=%d", rule_rowmm_bucket(r));
+        if (!kk)
+            return -1;
+        CUdeviceptr xs = x + (CUdeviceptr)r0 * (CUdeviceptr)K * 2, ys = y + (CUdeviceptr)r0 * (CUdeviceptr)N * 4;
+        void *args[] = {&xs, &w, &ys, &r, &K, &N};
+        if (kit_launch(kk, (unsigned)((N + 7) / 8), 1, 1, s, args, 6))
+            return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,203 @@
+/* `needs` against the launchers: for the tiny, layer and real configs, every (family, parameters) a
+ * launcher picks over the whole range of shapes the model produces (rows of a launch, reachable
+ * compressed rows, candidate blocks, context) is in the needs list. The shapes are enumerated here from
+ * the model's definition, one value at a time, independently of how needs.c finds them. */
+#include "manifest/needs.h"
+#include "manifest/rules/rules.h"
+#include "runtime/common/error.h"
+#include "runtime/mkmodel/mkmodel.h"
+#include "runtime/model/schema.h"
+#include "tests/common/test_util.h"
+
+#include <jansson.h>
+#include <string.h>
+
+static int listed(const need_list *l, const char *family, const char *params)
+{
+    mf_param p[MANIFEST_MAX_PARAMS];
+    int np;
+    if (mf_params_parse(params, p, MANIFEST_MAX_PARAMS, &np))
+        return 0;
+    for (int i = 0; i < l->n; i++)
+        if (need_matches_params(&l->v[i], family, p, np))
+            return 1;
+    return 0;
+}
+
+#define MAX_ROWS 64 /* needs' default rows per launch */
+
+typedef struct {
+    const need_list *l;
+    const char *config;
+    int misses;
+    char last[64]; /* the last pick found listed: consecutive shapes mostly pick the same variant */
+} sweep;
+
+static void expect(sweep *s, const char *why, const char *family, const char *params, long shape)
+{
+    char key[64];
+    snprintf(key, sizeof key, "%s %s", family, params);
+    if (!strcmp(key, s->last))
+        return;
+    if (listed(s->l, family, params)) {
+        snprintf(s->last, sizeof s->last, "%s", key);
+        return;
+    }
+    if (s->misses++ < 8)
+        print_error("%s: %s picks %s %s at shape %ld, which needs does not list\n", s->config, why, family, params,
+                    shape);
+}
+
+static void expect_topk(sweep *s, const char *why, long N, int k_cap)
+{
+    rule_variant v;
+    rule_topk_pick((int)N, N < k_cap ? (int)N : k_cap, &v);
+    expect(s, why, v.family, v.params, N);
+}
+
+/* Every launch site of the config's layers, one shape at a time. */
+static void sweep_config(const model_config *c, const char *name, const need_list *l)
+{
+    sweep s = {l, name, 0, ""};
+    char p[32];
+    const int widths[] = {c->dim, c->q_lora_rank, c->head_dim, c->index_head_dim};
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++) {
+        snprintf(p, sizeof p, "T=%d", rule_rmsnorm_threads(widths[i]));
+        expect(&s, "rmsnorm", "rmsnorm", p, widths[i]);
+    }
+    snprintf(p, sizeof p, "R=%d", c->rope_head_dim);
+    expect(&s, "rope", "rope", p, c->rope_head_dim);
+    /* router gate and indexer weights: launches of <= 16 rows out of any row count */
+    for (int rows = 1; rows <= MAX_ROWS; rows++)
+        for (int r0 = 0; r0 < rows; r0 += 16) {
+            snprintf(p, sizeof p, "M=%d", rule_rowmm_bucket(rows - r0 < 16 ? rows - r0 : 16));
+            expect(&s, "rowmm_bf16", "rowmm_bf16", p, rows);
+        }
+    expect_topk(&s, "router top-k", c->n_routed_experts, c->n_activated_experts);
+    if (c->n_mtp_layers > 0)
+        expect_topk(&s, "drafter router top-k", c->dspark_n_routed_experts, c->dspark_n_activated_experts);
+    int ratio_seen[3] = {0};
+    for (int L = 0; L < c->n_layers; L++) {
+        const layer_role *r = &c->roles[L];
+        /* layers of one ratio launch the same shapes; the candidate source adds its blocks */
+        if (!r->is_index_source || (ratio_seen[r->ratio] && !r->is_candidate_source))
+            continue;
+        ratio_seen[r->ratio] = 1;
+        /* a call ending at position p: N = (p + 1) / ratio rows exist, each row takes min(index_topk, N) */
+        for (long pos = 0; pos < c->max_seq_len; pos++) {
+            long N = (pos + 1) / r->ratio;
+            if (N > 0)
+                expect_topk(&s, "indexer top-k", N, c->index_topk);
+            if (r->is_candidate_source && N > 0)
+                expect_topk(&s, "candidate blocks", (N + c->candidate_block_size - 1) / c->candidate_block_size,
+                            c->candidate_topk_blocks);
+        }
+    }
+    assert_int_equal(s.misses, 0);
+}
+
+/* The EXL3 launchers over 1 .. a prompt chunk of rows, for every (bits, codebook) of the schema. */
+static void sweep_exl3(const model_config *c, const char *name, int codebook)
+{
+    schema_tensor *t;
+    int n;
+    assert_ok(model_schema(c, &t, &n));
+    need_list l = {0};
+    for (int i = 0; i < n; i++)
+        if (t[i].kind == TENSOR_EXL3)
+            assert_ok(needs_add_exl3(&l, t[i].bits, codebook, MAX_ROWS, strstr(t[i].name, ".ffn.experts.") != NULL));
+    sweep s = {&l, name, 0, ""};
+    char p[32];
+    int seen[9][2] = {{0}};
+    for (int i = 0; i < n; i++) {
+        int moe = strstr(t[i].name, ".ffn.experts.") != NULL;
+        if (t[i].kind != TENSOR_EXL3 || seen[t[i].bits][moe])
+            continue;
+        seen[t[i].bits][moe] = 1;
+        for (int rows = 1; rows <= 4096; rows++) {
+            snprintf(p, sizeof p, "K=%d,CB=%d,M=%d", t[i].bits, codebook, rule_exl3_bucket(rows < 64 ? rows : 64));
+            expect(&s, t[i].name, "exl3_mm", p, rows);
+            if (rule_exl3_pretransform(rows))
+                expect(&s, t[i].name, "exl3_had", "T=256", rows);
+        }
+        if (moe)
+            expect(&s, t[i].name, "exl3_moe_plan", "T=1024", 0);
+    }
+    assert_int_equal(s.misses, 0);
+    need_list_free(&l);
+    free(t);
+}
+
+static void check_config(const char *name, const model_config *c)
+{
+    need_list l;
+    assert_ok(needs_for_model(c, NULL, &l));
+    sweep_config(c, name, &l);
+    need_list_free(&l);
+    sweep_exl3(c, name, 2);
+}
+
+static void load_file_config(const char *file, model_config *c)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/model/configs/%s", test_source_dir(), file);
+    assert_ok(model_config_load(path, c));
+}
+
+static void test_tiny(void **state)
+{
+    (void)state;
+    model_config c;
+    load_file_config("tiny.json", &c);
+    check_config("tiny", &c);
+}
+
+static void test_real(void **state)
+{
+    (void)state;
+    model_config c;
+    load_file_config("real.json", &c);
+    check_config("real", &c);
+}
+
+static void test_layer_presets(void **state)
+{
+    (void)state;
+    const char *presets[] = {"layer-a", "layer-b", "layer-c"};
+    for (int i = 0; i < 3; i++) {
+        char *json;
+        model_config c;
+        assert_ok(mkmodel_preset_config(presets[i], "mul1", 1, &json));
+        assert_ok(model_config_parse(json, presets[i], &c));
+        free(json);
+        check_config(presets[i], &c);
+    }
+}
+
+/* The defect this test was written for: the tiny indexer at 129..1024 reachable rows runs topk_small
+ * NPL=12, which needs once omitted. */
+static void test_tiny_indexer_mid_range(void **state)
+{
+    (void)state;
+    model_config c;
+    load_file_config("tiny.json", &c);
+    need_list l;
+    assert_ok(needs_for_model(&c, NULL, &l));
+    rule_variant v;
+    rule_topk_pick(300, c.index_topk, &v);
+    assert_string_equal(v.family, "topk_small");
+    assert_string_equal(v.params, "NPL=12");
+    assert_true(listed(&l, "topk_small", "NPL=12"));
+    need_list_free(&l);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tiny_indexer_mid_range),
+        cmocka_unit_test(test_tiny),
+        cmocka_unit_test(test_real),
+        cmocka_unit_test(test_layer_presets),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
