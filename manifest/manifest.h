@@ -18,6 +18,9 @@
 #define MANIFEST_MAX_FILES 64
 #define MANIFEST_MAX_FAMILY 63  /* characters of a family name */
 #define MANIFEST_MAX_SYMBOL 159 /* characters of a symbol */
+/* Bytes of a variant key with its NUL: family, ":", and 12 of ",NAME=VALUE" (23-byte names, 20-character
+ * values) */
+#define MF_VARIANT_KEY_MAX 640
 
 typedef struct {
     char name[24];

@@ -5,6 +5,7 @@
 #include "manifest/archive.h"
 #include "tests/fuzz/fuzz_common.h"
 #include "manifest/kitcheck.h"
+#include "runtime/common/escape.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -66,6 +67,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(kit_verify_entries(&a, NULL, "sm_90", &r) == 0);
         /* a kit with no problem has a manifest that parsed */
         FUZZ_CHECK(r.n > 0 || r.manifest_ok);
+        /* ... and every kernel is the one the loader finds by its variant (kit_find's table), and every
+         * problem is one printable line */
+        for (int i = 0; r.n == 0 && i < r.m.nkernels; i++)
+            FUZZ_CHECK(name_table_find(&r.variants, r.keys[i]) == i);
+        for (int i = 0; i < r.n; i++)
+            FUZZ_CHECK(dsk_is_printable(r.p[i].entry, strlen(r.p[i].entry), 0) &&
+                       dsk_is_printable(r.p[i].detail, strlen(r.p[i].detail), 0));
         verify_report_free(&r);
         kit_entries_free(&a);
     }

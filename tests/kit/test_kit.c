@@ -244,7 +244,7 @@ static void test_kit_root(void **state)
     assert_int_equal(verify(kit90, "--kit-root xyz", out, sizeof out), 2);
     /* the runtime refuses a kit whose root differs from the pinned one */
     kit *bad;
-    assert_int_equal(kit_open(kit90, "0123456789abcdef0123456789abcdef", &bad), -1);
+    assert_int_equal(kit_open(kit90, "0123456789abcdef0123456789abcdef", &bad), KIT_OPEN_BAD);
     assert_non_null(strstr(dsk_err_msg(), "is not the pinned root"));
     kit_close(k);
 }
@@ -261,7 +261,7 @@ static void test_truncated(void **state)
     assert_int_equal(verify(path, NULL, out, sizeof out), 1);
     assert_non_null(strstr(out, "truncated"));
     kit *k;
-    assert_int_equal(kit_open(path, NULL, &k), -1);
+    assert_int_equal(kit_open(path, NULL, &k), KIT_OPEN_BAD);
     /* not a file at all: an I/O error, exit 2 */
     assert_int_equal(verify("/nonexistent/kit.tar.zst", NULL, out, sizeof out), 2);
 }
