@@ -2,6 +2,8 @@
 #include "runtime/tokenizer/tok_internal.h"
 #include "runtime/tokenizer/utf8.h"
 #include "runtime/common/error.h"
+#include "runtime/common/json_cost.h"
+#include "runtime/common/util.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -144,6 +146,9 @@ static int add_pretokenizer(dsk_tokenizer *tok, const json_t *p, int *byte_level
     }
     if (tok->n_stages == TOK_MAX_STAGES)
         return dsk_err("more than %d pre_tokenizer Split steps", TOK_MAX_STAGES);
+    if (plen > TOK_MAX_PATTERN_BYTES)
+        return dsk_err("pre_tokenizer step %d (%s): the pattern is %zu bytes, more than the %d one may have",
+                       tok->n_stages, type, plen, TOK_MAX_PATTERN_BYTES);
     if (pretok_compile(pattern, plen, literal, &tok->stage[tok->n_stages]))
         return dsk_err_ctx("pre_tokenizer step %d (%s)", tok->n_stages, type);
     tok->n_stages++;
@@ -174,6 +179,9 @@ static int set_string(dsk_tokenizer *tok, dsk_buf *strs, int32_t id, const char 
 {
     if (id < 0 || id >= tok->n_ids)
         return dsk_err("%s '%s' has an invalid id %d", what, s, id);
+    if (len > TOK_MAX_TOKEN_BYTES)
+        return dsk_err("%s '%.40s...' (id %d) is %zu bytes, more than the %d a token may have", what, s, id, len,
+                       TOK_MAX_TOKEN_BYTES);
     if (tok->str_off[id] != UINT32_MAX) {
         if (tok->str_len[id] == len && !memcmp(strs->data + tok->str_off[id], s, len))
             return 0;
@@ -234,6 +242,7 @@ static int load_added(dsk_tokenizer *tok, const json_t *list, size_t vocab_count
     size_t i;
     const json_t *a;
     int64_t max_added = -1;
+    size_t added_bytes = 0;
     json_array_foreach(list, i, a) {
         const json_t *content = json_object_get(a, "content");
         const char *s = json_string_value(content);
@@ -244,6 +253,12 @@ static int load_added(dsk_tokenizer *tok, const json_t *list, size_t vocab_count
             return dsk_err("added token '%s': single_word=true is not supported", s);
         if (!len)
             continue; /* ignored by Hugging Face too */
+        /* each one is a path in the added-token trie: bounded, as the vocabulary's strings are */
+        added_bytes += len;
+        if (len > TOK_MAX_TOKEN_BYTES || added_bytes > TOK_MAX_ADDED_BYTES)
+            return dsk_err("added_tokens[%zu] ('%.40s...', %zu bytes): an added token may have %d bytes, all of "
+                           "them together %zu",
+                           i, s, len, TOK_MAX_TOKEN_BYTES, TOK_MAX_ADDED_BYTES);
         tok->strs = strs->data;
         int32_t id = tok_lookup(tok, s, len);
         if (id < 0) {
@@ -480,6 +495,15 @@ fail:
 int tok_load_json(const char *text, size_t len, dsk_tokenizer **out)
 {
     *out = NULL;
+    if (len > TOK_MAX_FILE_BYTES)
+        return dsk_err("the tokenizer is %zu bytes, more than the %zu a tokenizer.json may have", len,
+                       TOK_MAX_FILE_BYTES);
+    /* jansson's document can cost 80 times the text (empty objects): refuse before building it */
+    size_t cost = dsk_json_cost(text, len);
+    if (cost > TOK_MAX_PARSE_BYTES)
+        return dsk_err("the tokenizer's JSON would take about %zu MiB to parse, more than the %zu MiB allowed "
+                       "(a tokenizer.json is a few large tables, not millions of small values)",
+                       cost >> 20, TOK_MAX_PARSE_BYTES >> 20);
     json_error_t jerr;
     json_t *root = json_loadb(text, len, JSON_ALLOW_NUL, &jerr);
     if (!root)
@@ -503,7 +527,7 @@ int tok_load(const char *path, dsk_tokenizer **out)
 {
     char *text;
     size_t len;
-    if (dsk_read_file(path, &text, &len))
+    if (dsk_read_file_max(path, TOK_MAX_FILE_BYTES, "tokenizer", &text, &len))
         return dsk_err_ctx("loading tokenizer %s", path);
     int rc = tok_load_json(text, len, out);
     free(text);
