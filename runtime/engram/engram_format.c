@@ -5,6 +5,7 @@
 
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
 
@@ -295,13 +296,18 @@ int engram_manifest_read(const char *dir, engram_manifest *m)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, ENGRAM_MANIFEST);
+    /* read bounded and without blocking on a FIFO (json_load_file did both) */
+    if (!dsk_file_exists(path))
+        return dsk_err("%s: missing (not a packed Engram folder? make one with dskit engram pack)", path);
+    char *text;
+    size_t len;
+    if (dsk_read_file_max(path, ENGRAM_MANIFEST_MAX_BYTES, "Engram pack manifest", &text, &len))
+        return -1;
     json_error_t jerr;
-    json_t *root = json_load_file(path, 0, &jerr);
-    if (!root) {
-        if (!dsk_file_exists(path))
-            return dsk_err("%s: missing (not a packed Engram folder? make one with dskit engram pack)", path);
+    json_t *root = json_loadb(text, len, 0, &jerr);
+    free(text);
+    if (!root)
         return dsk_err("%s: line %d: %s", path, jerr.line, jerr.text);
-    }
     memset(m, 0, sizeof *m);
     const char *format = NULL;
     json_t *layers = NULL;

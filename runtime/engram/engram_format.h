@@ -21,6 +21,7 @@
 #define ENGRAM_HASH_BYTES 16u     /* xxh3-128 at the end of every block and of the header */
 #define ENGRAM_MAX_BLOCK_BYTES (1u << 20)
 #define ENGRAM_MANIFEST "engram-pack.json"
+#define ENGRAM_MANIFEST_MAX_BYTES (1u << 20) /* a manifest lists at most ENGRAM_MAX_LAYERS layers: ~1 KB */
 #define ENGRAM_MAX_TP 8
 
 /* The decoded header. The byte offsets of each field are in engram_format.c and docs/engram.md. */
