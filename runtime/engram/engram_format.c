@@ -158,6 +158,9 @@ int engram_header_decode(const uint8_t in[ENGRAM_HEADER_BYTES], const char *path
                        h->record_bytes, h->block_bytes);
     if (h->tp == 0 || h->tp > ENGRAM_MAX_TP || h->rank >= h->tp)
         return dsk_err("%s: rank %u of %u", path, h->rank, h->tp);
+    if (h->table_rows == 0 || h->table_rows > ENGRAM_MAX_TABLE_ROWS)
+        return dsk_err("%s: %llu table rows (at least 1, at most %llu)", path, (unsigned long long)h->table_rows,
+                       (unsigned long long)ENGRAM_MAX_TABLE_ROWS);
     engram_rank_rows(h->table_rows, h->tp, h->rank, &first, &count);
     if (h->row_first != first || h->row_count != count)
         return dsk_err("%s: rows [%llu, +%llu) but rank %u of %u of %llu rows has [%llu, +%llu)", path,
@@ -341,7 +344,8 @@ int engram_manifest_read(const char *dir, engram_manifest *m)
             dsk_err("%s: layers[%d]: %s", path, i, jerr.text);
             goto done;
         }
-        if (slot != i || layer_id < 0 || n < 1 || width < 32 || engram_parse_hex128(hex, m->layer[i].source_id)) {
+        if (slot != i || layer_id < 0 || n < 1 || (uint64_t)n > ENGRAM_MAX_TABLE_ROWS || width < 32 ||
+            engram_parse_hex128(hex, m->layer[i].source_id)) {
             dsk_err("%s: layers[%d]: slot %d, layer_id %d, rows %lld, width %d or source_id '%s' is invalid",
                     path, i, slot, layer_id, (long long)n, width, hex);
             goto done;
