@@ -261,6 +261,30 @@ static void test_damage_missing(void **state)
     expect_refused(dir, &src_tiny, ENGRAM_MANIFEST, "missing", 0);
 }
 
+/* A header whose fields agree with one another but claim more rows than a table may have: refused (2^62
+ * rows in 4096-byte blocks of one row gave a file size of 4096 bytes, wrapped, which a header-only file
+ * matched). */
+static void test_rows_bound(void **state)
+{
+    (void)state;
+    char path[800];
+    snprintf(path, sizeof path, "%s/layer1.rank0of1.engram", pack1);
+    engram_header h;
+    read_header(path, &h);
+    h.block_rows = 1;
+    const uint64_t rows[] = {UINT64_C(1) << 62, ENGRAM_MAX_TABLE_ROWS + 1};
+    for (int i = 0; i < 2; i++) {
+        h.table_rows = rows[i];
+        engram_rank_rows(h.table_rows, h.tp, h.rank, &h.row_first, &h.row_count);
+        h.block_count = h.row_count / h.block_rows + (h.row_count % h.block_rows != 0);
+        uint8_t buf[ENGRAM_HEADER_BYTES];
+        engram_header_encode(&h, buf);
+        engram_header back;
+        assert_int_equal(engram_header_decode(buf, path, &back), -1);
+        assert_non_null(strstr(dsk_err_msg(), "table rows"));
+    }
+}
+
 typedef struct {
     const char *dir;
     const engram_source *src;
@@ -421,7 +445,7 @@ int main(void)
         cmocka_unit_test(test_cli_usage),        cmocka_unit_test(test_damage_truncated),
         cmocka_unit_test(test_damage_block),     cmocka_unit_test(test_damage_header),
         cmocka_unit_test(test_damage_missing),   cmocka_unit_test(test_damage_swapped),
-        cmocka_unit_test(test_fifo),
+        cmocka_unit_test(test_fifo),             cmocka_unit_test(test_rows_bound),
         cmocka_unit_test(test_wrong_checkpoint), cmocka_unit_test(test_verify_compares_rows),
         cmocka_unit_test(test_pack_atomic),      cmocka_unit_test(test_block_rows),
     };
