@@ -46,4 +46,61 @@ void rule_exl3_split(int k, int n, int *qb, int *groups);
  * returns how many there are. */
 int rule_exl3_variants(int K, int codebook, int max_rows, int moe, rule_variant *out, int cap);
 
+/* index_score: the variant scoring rows of nh heads of ihd dims (the kit has NH 4 and 32, ihd 128); -1
+ * with a message naming the shape when there is none. */
+int rule_index_score_pick(int nh, int ihd, rule_variant *v);
+/* index_score: slices of the keys (grid y) for a launch of blocks_x row groups over N keys on a GPU of
+ * sms multiprocessors (0: the H200's 132). Speed only: a score never depends on which block computes it. */
+enum { RULE_INDEX_SCORE_WARPS = 4, RULE_INDEX_SCORE_GROUP = 4 }; /* warps per block; rows per block at most */
+int rule_index_score_slices(int blocks_x, int N, int sms);
+
+/* cand_blocks: the block-score kernel and the kept-set kernel (cand_mask); the top-k between them runs
+ * only when a launch has more blocks per row than the cap (else every finite block is kept). */
+void rule_cand_blocks_pick(rule_variant *scores, rule_variant *mask);
+int rule_cand_blocks_need_topk(long long NB, int cap);
+/* moe_route: the variant routing top k of E experts (k <= 16, E <= 384); -1 with a message otherwise. */
+int rule_moe_route_pick(int E, int k, rule_variant *v);
+/* sample: the one variant; slices of the vocabulary per row (a function of V: the order of its sums);
+ * the top-k candidates top_k / top_p look at (1024, or V when smaller). */
+enum { RULE_SAMPLE_THREADS = 256, RULE_SAMPLE_PER_THREAD = 16, RULE_SAMPLE_CANDIDATES = 1024 };
+void rule_sample_pick(rule_variant *v);
+int rule_sample_slices(int V);
+int rule_sample_candidates(int V);
+/* dspark_conf: the one variant, and the blocks per row that add the Markov bias to V logits. */
+void rule_dspark_conf_pick(rule_variant *v);
+int rule_dspark_conf_bias_blocks(int V);
+/* embed: the variant for hc streams. */
+void rule_embed_pick(int hc, rule_variant *v);
+/* mhc_mix: the variant for hc streams (hc <= 4), and the rows one CTA of its partial step takes: 16 for
+ * launches of up to 64 rows (more CTAs on the weight), else 64 (the weight re-read from L2 less often).
+ * Neither changes a row's bits: the sum order depends on hc·d only. */
+void rule_mhc_mix_pick(int hc, rule_variant *v);
+int rule_mhc_mix_rows_per_cta(int rows);
+/* mhc_pre: threads per row are rmsnorm's for the width, so the fused RMSNorm equals op_rmsnorm's bits. */
+int rule_mhc_pre_threads(int d);
+void rule_mhc_pre_pick(int hc, int d, rule_variant *v);
+/* mhc_post: the variant for hc streams. */
+void rule_mhc_post_pick(int hc, rule_variant *v);
+/* tap_mean: the variant for hc streams. */
+void rule_tap_mean_pick(int hc, rule_variant *v);
+/* vec_glue: 16-byte chunks per lane (1, 2, 5, 8) of a vector of `width` (at most 2048; 0 beyond), and
+ * the variant for that width and QDQ kind (runtime/common/kv_quant.h). */
+int rule_vec_glue_chunks(int width);
+void rule_vec_glue_pick(int width, int qdq, rule_variant *v);
+/* rows_copy: the one variant. */
+void rule_rows_copy_pick(rule_variant *v);
+/* compress_pool: the one variant. */
+void rule_compress_pool_pick(rule_variant *v);
+/* engram_rows: from records uploaded by the host (0) or from a device-resident table (1). */
+void rule_engram_rows_pick(int from_table, rule_variant *v);
+/* engram_gate: threads per (row, stream) block for the residual width d, and the variant. */
+int rule_engram_gate_threads(int d);
+void rule_engram_gate_pick(int d, rule_variant *v);
+/* sparse_attn: the variant for head_dim (128 or 512) in a mode: 0 the whole list per CTA, 1-3 the steps
+ * of the list split per 64-entry block (scores, values, merge); both give a row the same bits. */
+void rule_sparse_attn_pick(int head_dim, int mode, rule_variant *v);
+/* Whether a launch of `rows` rows of `heads` heads with lists of at most max_list entries splits them
+ * (flash-decoding: few rows) or walks each list in one CTA. */
+int rule_sparse_attn_split(int rows, int heads, int max_list);
+
 #endif

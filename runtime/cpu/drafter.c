@@ -4,6 +4,7 @@
 #include "runtime/common/error.h"
 #include "runtime/common/numerics.h"
 #include "runtime/cpu/block.h"
+#include "runtime/ref/dspark_conf.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -80,11 +81,10 @@ static int draft_attention(const cpu_model *m, int l, const uint16_t *xn, int n,
     if (rope_rows(&rp, pos, n, &rope) || attn_query(m, b, xn, n, rope, q_lat, q) ||
         attn_window_keys(c, b, xn, n, rope, kv))
         goto done;
-    int nk = 0;
-    for (int64_t t = first; t <= p; t++)
-        keys[nk++] = dc->s->dwin[k] + (t % dc->s->ring) * hd;
-    for (int i = 0; i < n; i++)
-        keys[nk++] = kv + (int64_t)i * hd;
+    /* the window is all in the ring (the block's own keys are not cached); the block rows follow */
+    ref_attn_keys src = {.call = NULL, .call_pos0 = p + 1, .ring = dc->s->dwin[k], .ring_slots = dc->s->ring,
+                         .rows2 = kv, .hd = hd};
+    int nk = ref_attn_list(&src, first, p, NULL, n, keys);
     for (int i = 0; i < n; i++)
         sparse_attention_row(q + (int64_t)i * H * hd, H, hd, keys, nk, b->attn_sink + sp.h0, o + (int64_t)i * H * hd);
     rc = attn_output(m, b, o, n, rope, out);
@@ -135,24 +135,11 @@ int cpu_draft(const cpu_model *m, cpu_seq *s, int32_t t0, draft_sampler sample, 
         float *lg = logits + (int64_t)i * V;
         /* Markov bigram bias: bf16 E_m[d_i] times the (widened) markov head, summed over the rank in
          * order, added to the fp32 logits */
-        for (int v = 0; v < V; v++)
-            bias[v] = 0.0f;
-        for (int r = 0; r < R; r++) {
-            float er = bf16_to_f32(e[r]);
-            const uint16_t *hr = m->markov_head_t + (int64_t)r * V;
-            for (int v = 0; v < V; v++)
-                bias[v] += er * f32_from_bits((uint32_t)hr[v] << 16);
-        }
+        ref_markov_bias(e, m->markov_head_t, R, V, bias);
         for (int v = 0; v < V; v++)
             lg[v] += bias[v];
-        if (conf) {
-            float acc = 0.0f;
-            for (int j = 0; j < d; j++)
-                acc += bf16_to_f32(m->confidence[j]) * bf16_to_f32(u[(int64_t)i * d + j]);
-            for (int r = 0; r < R; r++)
-                acc += bf16_to_f32(m->confidence[d + r]) * bf16_to_f32(e[r]);
-            conf[i] = acc;
-        }
+        if (conf)
+            conf[i] = ref_dspark_conf(m->confidence, u + (int64_t)i * d, d, e, R);
         prev = drafts[i] = sample(lg, V, dc.p + 2 + i, ctx);
     }
     rc = 0;
