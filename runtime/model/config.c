@@ -516,7 +516,7 @@ int model_config_load(const char *dir_or_file, model_config *out)
         snprintf(path, sizeof path, "%s", dir_or_file);
     char *text;
     size_t len;
-    if (dsk_read_file_max(path, 1 << 20, "model config", &text, &len))
+    if (dsk_read_file_max(path, MODEL_CONFIG_MAX_BYTES, "model config", &text, &len))
         return dsk_err_ctx("reading the model config");
     int rc = model_config_parse(text, path, out);
     free(text);
