@@ -24,6 +24,7 @@
 #include "runtime/launch/vec_glue.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,26 +34,31 @@
             return -1;                                                                                           \
     } while (0)
 
-/* The round as the host planned it. */
-typedef struct {
-    int R, S;                /* rows, sampling rows */
-    int ne[3];               /* latents emitted per ratio */
-    int reach_max[3];        /* the widest reach per ratio (the indexer's N) */
-    int any_allow, any_cand_topk;
-    int64_t plan_bytes;      /* what to copy */
-} round_shape;
+
+
+/* The indexer's N in a graph: the widest reach rounded up to a power of two (at least 1024) and capped at
+ * the score buffer's width. Scores past a row's reach are −∞ and a top-k's ties go to the lower index, so
+ * any N >= the widest reach gives every row the same selection and the same bits. */
+static int graph_bucket(const gpu_backend *b, int reach)
+{
+    int64_t n = 1024;
+    while (n < reach)
+        n *= 2;
+    return (int)(n < b->score_cap ? n : b->score_cap);
+}
 
 #define P32(b, f) ((int32_t *)((char *)(b)->plan_host + (b)->plan.f))
 #define DEV(b, f) ((b)->plan_dev + (b)->plan.f)
 
 /* ---- the plan ---- */
 
-static int build_plan(gpu_backend *b, const engine_row *rows, int n, round_shape *sh)
+static int build_plan(gpu_backend *b, const engine_row *rows, int n, int graph, round_shape *sh)
 {
     const model_config *c = b->cfg;
     int W = c->window_size, K = c->index_topk;
     memset(sh, 0, sizeof *sh);
     sh->R = n;
+    sh->graph = graph;
     int32_t *tok = P32(b, tokens), *pos = P32(b, pos), *rpos = P32(b, rope_pos), *ring_dst = P32(b, ring_dst);
     int32_t *state_dst = P32(b, state_dst), *pool2 = P32(b, pool2), *samp = P32(b, sample_src);
     for (int i = 0; i < n;) {
@@ -62,6 +68,7 @@ static int build_plan(gpu_backend *b, const engine_row *rows, int n, round_shape
         gpu_seq *s = &b->seqs[rows[i].seq];
         int slot = rows[i].seq, n_s = j - i;
         int64_t p0 = rows[i].pos;
+        s->taps_row0 = i, s->taps_pos0 = p0, s->taps_n = n_s; /* the drafter's feed on commit */
         for (int r = i; r < j; r++) {
             int64_t p = rows[r].pos;
             tok[r] = rows[r].token;
@@ -94,14 +101,20 @@ static int build_plan(gpu_backend *b, const engine_row *rows, int n, round_shape
                 pool2[2 * e2 + 1] = r;
                 P32(b, emit_dst[2])[e2] = (int32_t)(s->base / 2 + p / 2);
                 P32(b, emit_pos[2])[e2] = (int32_t)first;
+            } else if (graph) { /* a graph pools every row: this one's latent is computed and not stored */
+                int e2 = sh->ne[2]++;
+                pool2[2 * e2] = pool2[2 * e2 + 1] = r;
+                P32(b, emit_dst[2])[e2] = -1;
+                P32(b, emit_pos[2])[e2] = (int32_t)p;
             }
             if (rows[r].sample)
                 samp[sh->S++] = r;
             sh->any_allow |= rows[r].allow != NULL;
         }
-        (void)n_s;
         i = j;
     }
+    for (int ratio = 1; ratio < 3; ratio++)
+        sh->N[ratio] = graph ? graph_bucket(b, sh->reach_max[ratio]) : sh->reach_max[ratio];
     sh->plan_bytes = (int64_t)b->plan.bytes;
     return 0;
 }
@@ -148,14 +161,7 @@ static int engram_plan(gpu_backend *b, const engine_row *rows, int n)
 
 /* ---- one layer ---- */
 
-typedef struct {
-    gpu_backend *b;
-    const round_shape *sh;
-    CUdeviceptr pi;   /* this layer's π: fp32 rows with stride pi_stride */
-    int pi_stride;
-    CUdeviceptr cand; /* the candidate source's bitmap rows (valid after layer candidate_source) */
-    int cand_ldw;
-} layer_ctx;
+
 
 static int kv_rows_store(gpu_backend *b, CUdeviceptr src, int64_t stride, CUdeviceptr dst_pool, CUdeviceptr dst_idx,
                          int n, int width)
@@ -216,7 +222,7 @@ static int indexer(layer_ctx *L, int l, const gpu_block *g)
     const model_config *c = b->cfg;
     const layer_role *r = &c->roles[l];
     int R = L->sh->R, nh = c->index_n_heads, ihd = c->index_head_dim, ratio = r->ratio, K = c->index_topk;
-    int N = L->sh->reach_max[ratio];
+    int N = L->sh->N[ratio];
     TRY(op_exl3_matmul(b->k, b->s, &g->ix_wq_b, b->qkv, b->qkv_ld, R, b->qi, nh * ihd, EXL3_OUT_BF16, &b->ws));
     vec_glue_op qop = {.rope_dim = c->rope_head_dim, .freqs = b->freqs[1], .pos = DEV(b, rope_pos),
                        .qdq = KVQ_FP4_E8M0};
@@ -287,13 +293,20 @@ static int attention(layer_ctx *L, int l, const gpu_block *g)
         return dsk_err_ctx("layer %d: the compressor", l);
     if (r->is_index_source && indexer(L, l, g))
         return dsk_err_ctx("layer %d: the indexer", l);
-    size_t ring_off = (size_t)l * b->max_seqs * b->ring * hd * 2;
-    sparse_attn_args sa = {.q = b->q, .kv_call = b->kv, .kv_ring = b->rings + ring_off,
-                           .kv2 = ratio > 0 ? b->ckv[r->kv_source] : 0, .sel = ratio > 0 ? b->sel[r->topk_source] : 0,
+    /* a DSpark stage attends to its main-KV ring, then to the whole block (this round's keys, rows base2 +
+     * j of the call: the plan's rows say so); its block keys are not cached */
+    int stage = l >= c->n_layers;
+    CUdeviceptr ring = stage ? b->dring + (CUdeviceptr)(l - c->n_layers) * b->max_seqs * b->ring * hd * 2
+                             : b->rings + (CUdeviceptr)l * b->max_seqs * b->ring * hd * 2;
+    sparse_attn_args sa = {.q = b->q, .kv_call = b->kv, .kv_ring = ring,
+                           .kv2 = stage ? b->kv : ratio > 0 ? b->ckv[r->kv_source] : 0,
+                           .sel = !stage && ratio > 0 ? b->sel[r->topk_source] : 0,
                            .rows_desc = DEV(b, attn[ratio]), .sink = g->attn_sink, .freqs = b->freqs[kind],
                            .out = b->o, .ws = b->ws_misc, .ws_bytes = b->ws_misc_bytes, .rows = R, .heads = H,
-                           .head_dim = hd, .ring = b->ring, .sel_ld = ratio > 0 ? b->sel_ld[r->topk_source] : 1, .rope_dim = c->rope_head_dim,
-                           .max_list = c->window_size + (ratio > 0 ? c->index_topk : 0)};
+                           .head_dim = hd, .ring = b->ring,
+                           .sel_ld = !stage && ratio > 0 ? b->sel_ld[r->topk_source] : 1,
+                           .rope_dim = c->rope_head_dim,
+                           .max_list = c->window_size + (stage ? c->dspark_block_size : ratio > 0 ? c->index_topk : 0)};
     TRY(op_sparse_attn(b->k, b->s, &sa));
     /* grouped wo_a: group gi on its heads' outputs; then wo_b */
     int G = c->o_groups, ol = c->o_lora_rank, gin = H * hd / G;
@@ -306,8 +319,9 @@ static int attention(layer_ctx *L, int l, const gpu_block *g)
     }
     TRY(op_exl3_matmul(b->k, b->s, &g->wo_b, b->z, G * ol, R, b->y16, c->dim, EXL3_OUT_BF16, &b->ws));
     /* the round's window keys enter the ring last (earlier rows of the round read them from b->kv) */
-    return op_rows_copy(b->k, b->s, b->kv, (int64_t)hd * 2, 0, b->rings + ring_off, (int64_t)hd * 2, DEV(b, ring_dst), R,
-                        hd * 2);
+    if (stage)
+        return 0;
+    return op_rows_copy(b->k, b->s, b->kv, (int64_t)hd * 2, 0, ring, (int64_t)hd * 2, DEV(b, ring_dst), R, hd * 2);
 }
 
 static int moe(layer_ctx *L, const gpu_block *g)
@@ -323,7 +337,7 @@ static int moe(layer_ctx *L, const gpu_block *g)
     return op_cast_bf16(b->k, b->s, b->y32, b->y16, (int64_t)R * d);
 }
 
-static int layer(layer_ctx *L, int l)
+int gpu_layer(layer_ctx *L, int l)
 {
     gpu_backend *b = L->b;
     const model_config *c = b->cfg;
@@ -377,8 +391,37 @@ static int layer(layer_ctx *L, int l)
     return 0;
 }
 
-/* The head over the sampling rows and the draw, on the device. */
-static int head_and_sample(gpu_backend *b, const round_shape *sh, const engine_row *rows, engine_out *out)
+#define IO(b, f) ((void *)((char *)(b)->io_host + (b)->f))
+
+/* The draw's parameters and allow masks into pinned memory (the round's copies read them from there). */
+static int sample_prep(gpu_backend *b, round_shape *sh, const engine_row *rows)
+{
+    const model_config *c = b->cfg;
+    int S = sh->S, V = c->vocab_size, words = (V + 31) / 32;
+    sample_row_params *sp = IO(b, io_sp);
+    uint32_t *allow = IO(b, io_allow);
+    const int32_t *src = P32(b, sample_src);
+    sh->masks = sh->trunc = 0;
+    for (int i = 0; i < S; i++) {
+        const engine_row *r = &rows[src[i]];
+        sp[i] = (sample_row_params){r->sp.temperature, r->sp.top_p, r->sp.top_k, r->top_logprobs,
+                                    r->sp.seed, r->pos + 1, -1, {0, 0, 0}};
+        sh->trunc |= r->sp.temperature > 0 && (r->sp.top_k > 0 || r->sp.top_p < 1.0f);
+        if (r->allow) {
+            memcpy(allow + (size_t)sh->masks * words, r->allow, sizeof(uint32_t) * (size_t)words);
+            sp[i].allow_row = sh->masks++;
+        }
+    }
+    sh->allow_bytes = sizeof(uint32_t) * (size_t)words * (size_t)sh->masks;
+    sh->sample_ws = op_sample_ws_bytes(S > 0 ? S : 1, V, sh->trunc);
+    if (((sh->allow_bytes + 255) & ~(size_t)255) + sh->sample_ws > b->ws_misc_bytes)
+        return dsk_err("the round's %d allow masks and the draw's workspace exceed the scratch (%zu bytes)", sh->masks,
+                       b->ws_misc_bytes);
+    return 0;
+}
+
+/* The head over the sampling rows and the draw, on the device; the results into pinned memory. */
+static int head_and_sample(gpu_backend *b, const round_shape *sh)
 {
     const model_config *c = b->cfg;
     int S = sh->S, hc = c->hc_mult, d = c->dim, ncoef = 2 * hc + hc * hc, V = c->vocab_size;
@@ -391,85 +434,84 @@ static int head_and_sample(gpu_backend *b, const round_shape *sh, const engine_r
                      ncoef * 4));
     TRY(op_mhc_pre(b->k, b->s, b->head_in, b->coef, ncoef, b->w.norm, c->norm_eps, b->xn, 0, S, hc, d));
     TRY(op_exl3_matmul(b->k, b->s, &b->w.head, b->xn, d, S, b->logits, V, EXL3_OUT_F32, &b->ws));
-    /* the draw: per-row parameters, allow masks */
-    sample_row_params *sp = dsk_calloc((size_t)S, sizeof *sp);
-    int words = (V + 31) / 32, masks = 0, any_trunc = 0;
-    uint32_t *allow = sh->any_allow ? dsk_malloc(sizeof(uint32_t) * (size_t)words * (size_t)S) : NULL;
-    if (!sp || (sh->any_allow && !allow)) {
-        free(sp);
-        free(allow);
-        return -1;
-    }
-    const int32_t *src = P32(b, sample_src);
-    for (int i = 0; i < S; i++) {
-        const engine_row *r = &rows[src[i]];
-        sp[i] = (sample_row_params){r->sp.temperature, r->sp.top_p, r->sp.top_k, r->top_logprobs,
-                                    r->sp.seed, r->pos + 1, -1, {0, 0, 0}};
-        any_trunc |= r->sp.temperature > 0 && (r->sp.top_k > 0 || r->sp.top_p < 1.0f);
-        if (r->allow) {
-            memcpy(allow + (size_t)masks * words, r->allow, sizeof(uint32_t) * (size_t)words);
-            sp[i].allow_row = masks++;
-        }
-    }
-    int rc = -1;
-    CUdeviceptr dallow = b->ws_misc, dparams = b->sample_params;
-    size_t allow_bytes = sizeof(uint32_t) * (size_t)words * (size_t)masks;
-    size_t sws = op_sample_ws_bytes(S, V, any_trunc);
-    if (allow_bytes + sws + 256 > b->ws_misc_bytes) {
-        dsk_err("the round's %d allow masks and the draw's workspace exceed the scratch (%zu bytes)", masks,
-                b->ws_misc_bytes);
-        goto done;
-    }
-    if ((masks && cu.cuMemcpyHtoDAsync(dallow, allow, allow_bytes, b->s) != CUDA_SUCCESS) ||
-        cu.cuMemcpyHtoDAsync(dparams, sp, sizeof *sp * (size_t)S, b->s) != CUDA_SUCCESS) {
-        dsk_err("uploading the draw's parameters failed");
-        goto done;
-    }
+    CUdeviceptr dallow = b->ws_misc;
+    if ((sh->masks && cu.cuMemcpyHtoDAsync(dallow, IO(b, io_allow), sh->allow_bytes, b->s) != CUDA_SUCCESS) ||
+        cu.cuMemcpyHtoDAsync(b->sample_params, IO(b, io_sp), sizeof(sample_row_params) * (size_t)S, b->s) !=
+            CUDA_SUCCESS)
+        return dsk_err("uploading the draw's parameters failed");
     sample_args sa = {.logits = b->logits, .ldl = V, .V = V, .rows = S, .vocab = b->valid_dev,
-                      .allow = masks ? dallow : 0, .ldw = words, .params = dparams, .candidates = any_trunc,
-                      .tokens = b->tokens_out, .logprob = b->logprob_out, .top_ids = b->top_ids_out,
-                      .top_lp = b->top_lp_out, .ws = b->ws_misc + ((allow_bytes + 255) & ~(size_t)255),
-                      .ws_bytes = sws};
-    if (op_sample(b->k, b->s, &sa))
-        goto done;
-    /* the one copy back of the round, then the one synchronisation */
-    int32_t *tok = dsk_malloc(sizeof(int32_t) * (size_t)S);
-    float *lp = dsk_malloc(sizeof(float) * (size_t)S);
-    int32_t *tid = dsk_malloc(sizeof(int32_t) * (size_t)S * SAMPLE_TOP_LOGPROBS);
-    float *tlp = dsk_malloc(sizeof(float) * (size_t)S * SAMPLE_TOP_LOGPROBS);
-    if (tok && lp && tid && tlp && cu.cuMemcpyDtoHAsync(tok, b->tokens_out, 4 * (size_t)S, b->s) == CUDA_SUCCESS &&
-        cu.cuMemcpyDtoHAsync(lp, b->logprob_out, 4 * (size_t)S, b->s) == CUDA_SUCCESS &&
-        cu.cuMemcpyDtoHAsync(tid, b->top_ids_out, 4 * (size_t)S * SAMPLE_TOP_LOGPROBS, b->s) == CUDA_SUCCESS &&
-        cu.cuMemcpyDtoHAsync(tlp, b->top_lp_out, 4 * (size_t)S * SAMPLE_TOP_LOGPROBS, b->s) == CUDA_SUCCESS &&
-        (!out->logits || 1) && cu.cuStreamSynchronize(b->s) == CUDA_SUCCESS) {
-        rc = 0;
-        for (int i = 0; i < S && !rc; i++) {
-            int r = src[i];
-            if (tok[i] < 0)
-                rc = dsk_err("row %d: no token may be drawn (its allowed ids and the tokenizer's do not meet)", r);
-            if (out->tokens)
-                out->tokens[r] = tok[i];
-            if (out->logprob && rows[r].top_logprobs >= 0) {
-                out->logprob[r] = lp[i];
-                memcpy(out->top_ids + (size_t)r * SAMPLE_MAX_TOP_LOGPROBS, tid + (size_t)i * SAMPLE_TOP_LOGPROBS,
-                       sizeof(int32_t) * SAMPLE_MAX_TOP_LOGPROBS);
-                memcpy(out->top_lp + (size_t)r * SAMPLE_MAX_TOP_LOGPROBS, tlp + (size_t)i * SAMPLE_TOP_LOGPROBS,
-                       sizeof(float) * SAMPLE_MAX_TOP_LOGPROBS);
-            }
-            if (out->logits && cu.cuMemcpyDtoH(out->logits + (size_t)r * V, b->logits + (CUdeviceptr)i * V * 4,
-                                               sizeof(float) * (size_t)V) != CUDA_SUCCESS)
-                rc = dsk_err("copying the logits of row %d failed", r);
-        }
-    } else
-        rc = dsk_err("the round failed on the device (%s)", kit_root(b->k));
-    free(tok);
-    free(lp);
-    free(tid);
-    free(tlp);
-done:
-    free(sp);
-    free(allow);
+                      .allow = sh->masks ? dallow : 0, .ldw = (V + 31) / 32, .params = b->sample_params,
+                      .candidates = sh->trunc, .tokens = b->tokens_out, .logprob = b->logprob_out,
+                      .top_ids = b->top_ids_out, .top_lp = b->top_lp_out,
+                      .ws = b->ws_misc + ((sh->allow_bytes + 255) & ~(size_t)255), .ws_bytes = sh->sample_ws};
+    TRY(op_sample(b->k, b->s, &sa));
+    /* the round's one copy back (with its one synchronisation, in gpu_round) */
+    if (cu.cuMemcpyDtoHAsync(IO(b, io_tok), b->tokens_out, 4 * (size_t)S, b->s) != CUDA_SUCCESS ||
+        cu.cuMemcpyDtoHAsync(IO(b, io_lp), b->logprob_out, 4 * (size_t)S, b->s) != CUDA_SUCCESS ||
+        cu.cuMemcpyDtoHAsync(IO(b, io_tid), b->top_ids_out, 4 * (size_t)S * SAMPLE_TOP_LOGPROBS, b->s) !=
+            CUDA_SUCCESS ||
+        cu.cuMemcpyDtoHAsync(IO(b, io_tlp), b->top_lp_out, 4 * (size_t)S * SAMPLE_TOP_LOGPROBS, b->s) != CUDA_SUCCESS)
+        return dsk_err("copying the drawn tokens back failed");
+    return 0;
+}
+
+/* Every launch of a round, on the stream: what a graph captures. */
+static int device_round(gpu_backend *b, const round_shape *sh)
+{
+    const model_config *c = b->cfg;
+    int n = sh->R;
+    CU_TRY(cu.cuMemcpyHtoDAsync(b->plan_dev, b->plan_host, (size_t)sh->plan_bytes, b->s));
+    TRY(op_embed(b->k, b->s, b->w.embed, c->vocab_size, DEV(b, tokens), b->X, b->pi0, n, c->hc_mult, c->dim));
+    layer_ctx L = {b, sh, b->pi0, c->hc_mult, 0, 0};
+    for (int l = 0; l < c->n_layers; l++)
+        if (gpu_layer(&L, l))
+            return dsk_err_ctx("layer %d", l);
+    unsigned long long l1 = kit_launches();
+    int rc = head_and_sample(b, sh);
+    b->outside_launches = (int)(kit_launches() - l1) + 1; /* the head, the draw and the embedding */
     return rc;
+}
+
+/* The graph of this round's shape: found, or captured now (once per shape). NULL when every slot is taken
+ * (*failed 0: this round runs eagerly) or when the capture fails (*failed 1, with a message). */
+static CUgraphExec round_graph(gpu_backend *b, const round_shape *sh, int *failed)
+{
+    *failed = 0;
+    for (int i = 0; i < b->ngraphs; i++) {
+        const struct gpu_graph *g = &b->graphs[i];
+        if (g->R == sh->R && g->S == sh->S && g->N1 == sh->N[1] && g->N2 == sh->N[2] && g->masks == sh->masks &&
+            g->trunc == sh->trunc)
+            return g->exec;
+    }
+    if (b->ngraphs == GPU_MAX_GRAPHS)
+        return NULL; /* every slot taken: this shape runs eagerly */
+    *failed = 1;
+    CUgraph graph;
+    CUgraphExec exec = NULL;
+    CUresult r = cu.cuStreamBeginCapture(b->s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    if (r != CUDA_SUCCESS) {
+        dsk_cu_fail(r, "cuStreamBeginCapture");
+        return NULL;
+    }
+    int rc = device_round(b, sh);
+    r = cu.cuStreamEndCapture(b->s, &graph);
+    if (rc || r != CUDA_SUCCESS) {
+        if (!rc)
+            dsk_cu_fail(r, "cuStreamEndCapture");
+        if (r == CUDA_SUCCESS)
+            cu.cuGraphDestroy(graph);
+        return NULL;
+    }
+    r = cu.cuGraphInstantiateWithFlags(&exec, graph, 0);
+    cu.cuGraphDestroy(graph);
+    if (r != CUDA_SUCCESS) {
+        dsk_cu_fail(r, "cuGraphInstantiateWithFlags");
+        return NULL;
+    }
+    b->graphs[b->ngraphs++] = (struct gpu_graph){sh->R, sh->S, sh->N[1], sh->N[2], sh->masks, sh->trunc, exec};
+    b->graph_captures++;
+    *failed = 0;
+    return exec;
 }
 
 int gpu_round(gpu_backend *b, const engine_row *rows, int n, engine_out *out)
@@ -477,21 +519,59 @@ int gpu_round(gpu_backend *b, const engine_row *rows, int n, engine_out *out)
     const model_config *c = b->cfg;
     if (n > b->max_rows)
         return dsk_err("a GPU round takes %d rows at most, %d given", b->max_rows, n);
+    int graph = b->use_graphs && !b->hook && !kit_sync_launches() && n <= GPU_GRAPH_MAX_ROWS, failed = 0;
     round_shape sh;
-    if (build_plan(b, rows, n, &sh) || engram_plan(b, rows, n))
+    if (build_plan(b, rows, n, graph, &sh) || engram_plan(b, rows, n) || sample_prep(b, &sh, rows))
         return -1;
-    CU_TRY(cu.cuMemcpyHtoDAsync(b->plan_dev, b->plan_host, (size_t)sh.plan_bytes, b->s));
     if (out->tokens)
         for (int i = 0; i < n; i++)
             out->tokens[i] = -1;
-    TRY(op_embed(b->k, b->s, b->w.embed, c->vocab_size, DEV(b, tokens), b->X, b->pi0, n, c->hc_mult, c->dim));
-    layer_ctx L = {b, &sh, b->pi0, c->hc_mult, 0, 0};
-    for (int l = 0; l < c->n_layers; l++)
-        if (layer(&L, l))
-            return dsk_err_ctx("layer %d", l);
-    if (out->taps && c->n_dspark_targets > 0 &&
+    CUgraphExec exec = graph ? round_graph(b, &sh, &failed) : NULL;
+    if (graph && !exec) {
+        /* eagerly, with the eager plan: every graph slot is taken, or the capture failed (said once, and
+         * then no round captures again) */
+        if (failed) {
+            fprintf(stderr, "gpu: rounds run without CUDA graphs from now on (capturing %d rows: %s)\n", n,
+                    dsk_err_msg());
+            b->use_graphs = 0;
+        }
+        if (build_plan(b, rows, n, 0, &sh) || sample_prep(b, &sh, rows))
+            return -1;
+    }
+    if (exec) {
+        CU_TRY(cu.cuGraphLaunch(exec, b->s));
+        b->graph_replays++;
+    } else if (device_round(b, &sh))
+        return -1;
+    CUresult cr = cu.cuStreamSynchronize(b->s);
+    if (cr != CUDA_SUCCESS)
+        return dsk_cu_fail(cr, "the round on the device"),
+               dsk_err_ctx("kit %s; DSKIT_SYNC_LAUNCHES=1 names the kernel that faulted", kit_root(b->k));
+    /* the results */
+    const int32_t *src = P32(b, sample_src), *tok = IO(b, io_tok), *tid = IO(b, io_tid);
+    const float *lp = IO(b, io_lp), *tlp = IO(b, io_tlp);
+    int rc = 0;
+    for (int i = 0; i < sh.S && !rc; i++) {
+        int r = src[i];
+        if (tok[i] < 0)
+            rc = dsk_err("row %d: no token may be drawn (its allowed ids and the tokenizer's do not meet)", r);
+        if (out->tokens)
+            out->tokens[r] = tok[i];
+        if (out->logprob && rows[r].top_logprobs >= 0) {
+            out->logprob[r] = lp[i];
+            memcpy(out->top_ids + (size_t)r * SAMPLE_MAX_TOP_LOGPROBS, tid + (size_t)i * SAMPLE_TOP_LOGPROBS,
+                   sizeof(int32_t) * SAMPLE_MAX_TOP_LOGPROBS);
+            memcpy(out->top_lp + (size_t)r * SAMPLE_MAX_TOP_LOGPROBS, tlp + (size_t)i * SAMPLE_TOP_LOGPROBS,
+                   sizeof(float) * SAMPLE_MAX_TOP_LOGPROBS);
+        }
+        if (out->logits && cu.cuMemcpyDtoH(out->logits + (size_t)r * c->vocab_size,
+                                           b->logits + (CUdeviceptr)i * c->vocab_size * 4,
+                                           sizeof(float) * (size_t)c->vocab_size) != CUDA_SUCCESS)
+            rc = dsk_err("copying the logits of row %d failed", r);
+    }
+    if (!rc && out->taps && c->n_dspark_targets > 0 &&
         cu.cuMemcpyDtoH(out->taps, b->taps, sizeof(uint16_t) * (size_t)n * c->n_dspark_targets * c->dim) !=
             CUDA_SUCCESS)
-        return dsk_err("copying the DSpark taps failed");
-    return head_and_sample(b, &sh, rows, out);
+        rc = dsk_err("copying the DSpark taps failed");
+    return rc;
 }
