@@ -71,7 +71,8 @@ static char *slurp(const char *path)
     return d;
 }
 
-/* The pids of `rank-follower` processes whose parent is `parent` (0: any). */
+/* The pids of this test's `rank-follower` processes (their model is under model_test_root: other
+ * worktrees' tests run followers on the same shared machine) whose parent is `parent` (0: any). */
 static int followers(pid_t parent, pid_t *out, int cap)
 {
     DIR *d = opendir("/proc");
