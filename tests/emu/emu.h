@@ -1,5 +1,5 @@
 // A CPU emulator of the CUDA features the EXL3 kernels use, so kit/src/exl3_*.cu run unchanged on a
-// machine without a GPU (a development tool: tests/exl3gpu/emu/README in docs/exl3-kernels.md).
+// machine without a GPU (a development tool: tests/emu, docs/exl3-kernels.md).
 // Every CUDA thread is a fiber; warp operations (shuffles, mma, __syncwarp) and __syncthreads are
 // barriers of a cooperative scheduler, which reports a deadlock when a barrier cannot complete.
 // cp.async copies land at cp.async.wait_group, not before, so a read that skips the wait sees stale

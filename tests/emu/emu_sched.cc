@@ -1,7 +1,7 @@
 // The emulator's runtime: the fiber scheduler behind emu.h, the mma of the PTX ISA fragment layouts,
 // deferred cp.async copies, and a stand-in CUDA driver (host memory, synchronous launches that run the
 // registered kernel variants, CTAs in a shuffled order).
-#include "tests/exl3gpu/emu/emu.h"
+#include "tests/emu/emu.h"
 
 #include <cuda.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 // One kernel variant for the emulator: compiled once per (family, parameters) with the same -D values the
 // builder gives NVRTC, registered under its kit symbol.
-#include "tests/exl3gpu/emu/emu.h"
+#include "tests/emu/emu.h"
 
 #define PTR(T, i) ((T)(uintptr_t)(*(unsigned long long *)a[i]))
 #define I32(i) (*(int *)a[i])
