@@ -73,6 +73,11 @@ int needs_for_model(const model_config *c, const needs_settings *s, need_list *o
     /* router and indexer head weights: every row bucket a launch of <= max_rows rows uses */
     for (int r = 1; r <= (max_rows < 16 ? max_rows : 16); r++)
         rc |= add(out, "router gate, indexer weights_proj", "rowmm_bf16", "M=%d", rule_rowmm_bucket(r));
+    /* the casts between families: summed partials into bf16, the indexer's head weights */
+    for (int mode = 0; mode < 2; mode++) {
+        rule_cast_pick(mode, &v);
+        rc |= add_variant(out, "casts: partial sums to bf16, indexer head weights", &v);
+    }
     /* router top-k: k of E, fixed */
     rule_topk_pick(c->n_routed_experts, c->n_activated_experts, &v);
     rc |= add_variant(out, "router top-k", &v);
@@ -92,6 +97,43 @@ int needs_for_model(const model_config *c, const needs_settings *s, need_list *o
         int64_t rows = c->max_seq_len / c->roles[c->candidate_source_layer].ratio;
         rc |= add_topk_sweep(out, "candidate blocks", (rows + c->candidate_block_size - 1) / c->candidate_block_size,
                              c->candidate_topk_blocks);
+    }
+    /* indexer scores of the index sources (their candidate blocks: block scores, then the kept set;
+     * the top-k between them is the candidate-blocks sweep above) */
+    if (min_ratio > 0) {
+        if (rule_index_score_pick(c->index_n_heads, c->index_head_dim, &v))
+            rc = -1;
+        else
+            rc |= add_variant(out, "indexer scores", &v);
+    }
+    if (c->candidate_source_layer >= 0) {
+        rule_variant vm;
+        rule_cand_blocks_pick(&v, &vm);
+        rc |= add_variant(out, "candidate block scores", &v);
+        rc |= add_variant(out, "candidate blocks kept", &vm);
+    }
+    /* MoE routing (the router's scores, top-k and weights), backbone and drafter */
+    if (rule_moe_route_pick(c->n_routed_experts, c->n_activated_experts, &v))
+        rc = -1;
+    else
+        rc |= add_variant(out, "MoE routing", &v);
+    if (c->n_mtp_layers > 0) {
+        if (rule_moe_route_pick(c->dspark_n_routed_experts, c->dspark_n_activated_experts, &v))
+            rc = -1;
+        else
+            rc |= add_variant(out, "drafter MoE routing", &v);
+    }
+    /* sampling, and the top-k of its candidates over the vocabulary */
+    rule_sample_pick(&v);
+    rc |= add_variant(out, "sampling", &v);
+    rule_topk_pick(c->vocab_size, rule_sample_candidates(c->vocab_size), &v);
+    rc |= add_variant(out, "sampling candidates (top-k of the vocabulary)", &v);
+    /* the drafter's confidence and Markov bias (a rowmm_bf16 of K = markov rank, per draft step) */
+    if (c->n_mtp_layers > 0) {
+        rule_dspark_conf_pick(&v);
+        rc |= add_variant(out, "DSpark confidence, Markov bias add", &v);
+        for (int r = 1; r <= (max_rows < 16 ? max_rows : 16); r++)
+            rc |= add(out, "DSpark Markov bias", "rowmm_bf16", "M=%d", rule_rowmm_bucket(r));
     }
     if (rc) {
         need_list_free(out);

@@ -11,6 +11,8 @@ int cmd_bench(int argc, char **argv);    /* runtime/bench/bench.c */
 int cmd_mkmodel(int argc, char **argv);  /* runtime/mkmodel/mkmodel.c */
 int cmd_tokenize(int argc, char **argv); /* runtime/tokenizer/cmd_tokenize.c */
 int cmd_run(int argc, char **argv);      /* runtime/engine/cmd_run.c */
+int cmd_engram(int argc, char **argv);   /* runtime/engram/cmd_engram.c */
+int cmd_rank_follower(int argc, char **argv); /* runtime/ranks/cmd_rank_follower.c: started by rank 0 */
 
 /* Benchmarks (dskit bench WHAT), dispatched by runtime/bench/bench.c. */
 int bench_build(int argc, char **argv);  /* runtime/bench/bench_kit.c */
@@ -19,5 +21,8 @@ int bench_exl3_cpu(int argc, char **argv); /* runtime/bench/bench_exl3_cpu.c */
 int bench_exl3(int argc, char **argv);     /* runtime/bench/bench_exl3.c: the EXL3 GPU kernels */
 int bench_cpu(int argc, char **argv);      /* runtime/bench/bench_cpu.c: dskit bench cpu */
 int bench_tokenize(int argc, char **argv); /* runtime/tokenizer/bench_tokenize.c */
+int bench_exchange(int argc, char **argv); /* runtime/ranks/bench_exchange.c */
+int bench_engram(int argc, char **argv);   /* runtime/engram/bench_engram.c */
+int bench_grammar(int argc, char **argv);  /* runtime/bench/bench_grammar.c */
 
 #endif

@@ -26,7 +26,9 @@ static const command commands[] = {
     {"version", cmd_version, "version: print dskit's version"},
     {"mkmodel", cmd_mkmodel, "mkmodel --preset P --out DIR: write a synthetic checkpoint (dskit mkmodel --help)"},
     {"tokenize", cmd_tokenize, "text <-> token ids, chat requests -> prompt ids (stdin)"},
+    {"engram", cmd_engram, "engram pack|verify ...: pack the Engram tables for direct reads, check a pack"},
     {"run", cmd_run, "run --backend cpu --model DIR --prompt TEXT: generate with the CPU model"},
+    {"rank-follower", cmd_rank_follower, NULL}, /* started by rank 0 (--tp N), not listed */
 };
 
 static void usage(FILE *f)
@@ -34,7 +36,8 @@ static void usage(FILE *f)
     fprintf(f, "dskit %s: the DeepSeek-V4.1-Flash runtime\nusage: dskit COMMAND [options]\n\n",
             DSKIT_VERSION);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].help);
+        if (commands[i].help)
+            fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].help);
 }
 
 int main(int argc, char **argv)

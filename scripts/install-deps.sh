@@ -4,7 +4,8 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config zstd python3 python3-pip
       libarchive-dev libxxhash-dev libjansson-dev libpcre2-dev libutf8proc-dev
-      libcmocka-dev libmicrohttpd-dev libaio-dev libzstd-dev)
+      libcmocka-dev libmicrohttpd-dev libaio-dev libzstd-dev
+      python3-jsonschema)
 sudo=""
 if [ "$(id -u)" != 0 ]; then sudo=sudo; fi
 missing=()

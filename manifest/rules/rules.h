@@ -14,6 +14,8 @@ typedef struct {
 void rule_rope_pick(int rope_dim, rule_variant *v);
 /* stream_read: the one variant the roofline benchmark launches. */
 void rule_stream_read_pick(rule_variant *v);
+/* cast: the variant of a cast (0: fp32 -> bf16; 1: fp32 bf16(bf16(x) · scale)). */
+void rule_cast_pick(int mode, rule_variant *v);
 /* rmsnorm: threads per row for a width. */
 int rule_rmsnorm_threads(int width);
 /* topk: threads per row of the radix kernel for N entries. */
@@ -43,5 +45,29 @@ void rule_exl3_split(int k, int n, int *qb, int *groups);
  * `codebook` at up to max_rows rows per launch (moe: the routed MoE too). Writes up to cap entries,
  * returns how many there are. */
 int rule_exl3_variants(int K, int codebook, int max_rows, int moe, rule_variant *out, int cap);
+
+/* index_score: the variant scoring rows of nh heads of ihd dims (the kit has NH 4 and 32, ihd 128); -1
+ * with a message naming the shape when there is none. */
+int rule_index_score_pick(int nh, int ihd, rule_variant *v);
+/* index_score: slices of the keys (grid y) for a launch of blocks_x row groups over N keys on a GPU of
+ * sms multiprocessors (0: the H200's 132). Speed only: a score never depends on which block computes it. */
+enum { RULE_INDEX_SCORE_WARPS = 4, RULE_INDEX_SCORE_GROUP = 4 }; /* warps per block; rows per block at most */
+int rule_index_score_slices(int blocks_x, int N, int sms);
+
+/* cand_blocks: the block-score kernel and the kept-set kernel (cand_mask); the top-k between them runs
+ * only when a launch has more blocks per row than the cap (else every finite block is kept). */
+void rule_cand_blocks_pick(rule_variant *scores, rule_variant *mask);
+int rule_cand_blocks_need_topk(long long NB, int cap);
+/* moe_route: the variant routing top k of E experts (k <= 16, E <= 384); -1 with a message otherwise. */
+int rule_moe_route_pick(int E, int k, rule_variant *v);
+/* sample: the one variant; slices of the vocabulary per row (a function of V: the order of its sums);
+ * the top-k candidates top_k / top_p look at (1024, or V when smaller). */
+enum { RULE_SAMPLE_THREADS = 256, RULE_SAMPLE_PER_THREAD = 16, RULE_SAMPLE_CANDIDATES = 1024 };
+void rule_sample_pick(rule_variant *v);
+int rule_sample_slices(int V);
+int rule_sample_candidates(int V);
+/* dspark_conf: the one variant, and the blocks per row that add the Markov bias to V logits. */
+void rule_dspark_conf_pick(rule_variant *v);
+int rule_dspark_conf_bias_blocks(int V);
 
 #endif

@@ -19,6 +19,12 @@ static const bench_entry benches[] = {
     {"exl3", bench_exl3, "exl3 KIT [--quick]: EXL3 GPU kernels on the model's shapes: decode matmul (K x codebook x "
                          "rows 1-16) vs the streaming-read roofline, MoE (6 of 384 + shared), prompt form"},
     {"tokenize", bench_tokenize, "tokenize [--tokenizer FILE] [--input TEXT_FILE]: tokenizer encode/decode MB/s"},
+    {"exchange", bench_exchange, "exchange [--reps N]: one exchange between two ranks on this host, per payload"},
+    {"engram", bench_engram, "engram [--model DIR | --rows N] [--dir PACKDIR] [--rounds N] [--cache-mb MB]: Engram "
+                             "row reads per round (1/16/64 positions x 24 rows x 2 layers), cold and cached; "
+                             "PACKDIR: a pack to read, or where to generate one"},
+    {"grammar", bench_grammar, "grammar [--tokenizer FILE] [--walks N] [--seed S] [--cpu]: constrained decoding: compile time "
+                               "and per-token mask time (p50, p99) along random walks, schemas of growing size"},
     {"cpu", bench_cpu, "cpu [--model DIR] [--prompt-len N] [--decode N] [--threads N] [--reps N]: the CPU model's "
                        "prefill and decode tok/s (default: the tiny synthetic checkpoint), serial and drafted"},
 };

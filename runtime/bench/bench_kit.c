@@ -2,6 +2,7 @@
  * takes to open, check, load and resolve a kit (eager and lazy module loading, each in a fresh process),
  * the card's streaming-read bandwidth (the roofline), and the first kernel families against it. */
 #include "runtime/cli.h"
+#include "runtime/bench/bench_kit_engine.h"
 #include "runtime/common/error.h"
 #include "runtime/common/rng.h"
 #include "runtime/common/util.h"
@@ -281,7 +282,7 @@ static int families(const kit *k, CUstream s, CUdeviceptr big, double roof)
                 return -1;
         }
 
-    return 0;
+    return bench_kit_engine(k, s, roof);
 }
 
 int bench_kit(int argc, char **argv)

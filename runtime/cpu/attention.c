@@ -10,15 +10,39 @@
 #include <stdlib.h>
 #include <string.h>
 
-int attn_query(const model_config *c, const block_weights *b, const uint16_t *xn, int n, const float *rope,
+cpu_split cpu_rank_split(const cpu_model *m, const block_weights *b)
+{
+    const model_config *c = &m->cfg;
+    int tp = m->xchg->tp, r = m->xchg->rank;
+    cpu_split s = {c->n_heads / tp * r, c->n_heads / tp * (r + 1), c->o_groups / tp * r, c->o_groups / tp * (r + 1),
+                   c->vocab_size / tp * r, c->vocab_size / tp * (r + 1), 0, 0};
+    if (b) {
+        s.e0 = b->n_experts / tp * r;
+        s.e1 = b->n_experts / tp * (r + 1);
+    }
+    return s;
+}
+
+int attn_query(const cpu_model *m, const block_weights *b, const uint16_t *xn, int n, const float *rope,
                uint16_t *q_lat, uint16_t *q)
 {
+    const model_config *c = &m->cfg;
+    cpu_split sp = cpu_rank_split(m, b);
+    int hd = c->head_dim, hl = sp.h1 - sp.h0;
     if (linear_bf16(&b->wq_a, xn, n, q_lat))
         return -1;
     ref_rmsnorm_bf16(q_lat, b->q_norm, q_lat, n, c->q_lora_rank, c->norm_eps);
-    if (linear_bf16(&b->wq_b, q_lat, n, q))
+    /* this rank's heads: their columns of wq_b */
+    size_t nq = (size_t)n * (size_t)hl * (size_t)hd;
+    float *qf = dsk_malloc(sizeof(float) * (nq ? nq : 1));
+    if (!qf || linear_apply_cols(&b->wq_b, q_lat, n, sp.h0 * hd, sp.h1 * hd, qf)) {
+        free(qf);
         return -1;
-    rope_apply_rows(q, n, c->n_heads, c->head_dim, c->rope_head_dim, rope, 0);
+    }
+    for (size_t i = 0; i < nq; i++)
+        q[i] = f32_to_bf16(qf[i]);
+    free(qf);
+    rope_apply_rows(q, n, hl, hd, c->rope_head_dim, rope, 0);
     return 0;
 }
 
@@ -34,32 +58,42 @@ int attn_window_keys(const model_config *c, const block_weights *b, const uint16
     return 0;
 }
 
-int attn_output(const model_config *c, const block_weights *b, uint16_t *o, int n, const float *rope, uint16_t *out)
+int attn_output(const cpu_model *m, const block_weights *b, uint16_t *o, int n, const float *rope, uint16_t *out)
 {
-    int hd = c->head_dim, H = c->n_heads, G = c->o_groups, ol = c->o_lora_rank;
-    int gin = H * hd / G;
-    rope_apply_rows(o, n, H, hd, c->rope_head_dim, rope, 1);
+    const model_config *c = &m->cfg;
+    cpu_split sp = cpu_rank_split(m, b);
+    int hd = c->head_dim, hl = sp.h1 - sp.h0, gl = sp.g1 - sp.g0, ol = c->o_lora_rank;
+    int gin = c->n_heads * hd / c->o_groups, d = c->dim;
+    rope_apply_rows(o, n, hl, hd, c->rope_head_dim, rope, 1);
     uint16_t *xg = dsk_malloc(sizeof(uint16_t) * (size_t)n * (size_t)gin);
     float *zg = dsk_malloc(sizeof(float) * (size_t)n * (size_t)ol);
-    uint16_t *z = dsk_malloc(sizeof(uint16_t) * (size_t)n * (size_t)G * (size_t)ol);
+    uint16_t *z = dsk_malloc(sizeof(uint16_t) * (size_t)n * (size_t)gl * (size_t)ol);
+    float *y = dsk_malloc(sizeof(float) * (size_t)n * (size_t)d);
     int rc = -1;
-    if (!xg || !zg || !z)
+    if (!xg || !zg || !z || !y)
         goto done;
-    /* grouped wo_a: group g's columns of the one EXL3 linear, on its own heads (docs/model.md) */
-    for (int g = 0; g < G; g++) {
+    /* grouped wo_a: group g's columns of the one EXL3 linear, on its own heads (docs/model.md); a rank
+     * runs its own groups (its heads) */
+    for (int g = sp.g0; g < sp.g1; g++) {
         for (int i = 0; i < n; i++)
-            memcpy(xg + (int64_t)i * gin, o + (int64_t)i * H * hd + (int64_t)g * gin, sizeof(uint16_t) * gin);
+            memcpy(xg + (int64_t)i * gin, o + (int64_t)i * hl * hd + (int64_t)(g - sp.g0) * gin, sizeof(uint16_t) * gin);
         if (linear_apply_cols(&b->wo_a, xg, n, g * ol, (g + 1) * ol, zg))
             goto done;
         for (int i = 0; i < n; i++)
             for (int k = 0; k < ol; k++)
-                z[(int64_t)i * G * ol + (int64_t)g * ol + k] = f32_to_bf16(zg[(int64_t)i * ol + k]);
+                z[(int64_t)i * gl * ol + (int64_t)(g - sp.g0) * ol + k] = f32_to_bf16(zg[(int64_t)i * ol + k]);
     }
-    rc = linear_bf16(&b->wo_b, z, n, out);
+    /* wo_b over this rank's inputs (its groups' outputs): fp32 partials, summed in rank order, then bf16 */
+    if (linear_apply_range(&b->wo_b, z, n, sp.g0 * ol, sp.g1 * ol, 0, d, y) || xchg_sum(m->xchg, y, (size_t)n * d))
+        goto done;
+    for (int64_t i = 0; i < (int64_t)n * d; i++)
+        out[i] = f32_to_bf16(y[i]);
+    rc = 0;
 done:
     free(xg);
     free(zg);
     free(z);
+    free(y);
     return rc;
 }
 
@@ -76,7 +110,8 @@ int attention_layer(const cpu_model *m, cpu_seq *s, fwd_call *f, int l, const ui
     const model_config *c = &m->cfg;
     const block_weights *b = &m->blocks[l];
     const layer_role *r = &c->roles[l];
-    int n = f->n, hd = c->head_dim, H = c->n_heads, W = c->window_size;
+    cpu_split sp = cpu_rank_split(m, b);
+    int n = f->n, hd = c->head_dim, H = sp.h1 - sp.h0, W = c->window_size; /* this rank's heads */
     int64_t pos0 = f->pos0;
     rope_params rp = model_rope(c, r->ratio);
     int64_t *pos = dsk_malloc(sizeof(int64_t) * (size_t)n);
@@ -91,7 +126,7 @@ int attention_layer(const cpu_model *m, cpu_seq *s, fwd_call *f, int l, const ui
         goto done;
     for (int i = 0; i < n; i++)
         pos[i] = pos0 + i;
-    if (rope_rows(&rp, pos, n, &rope) || attn_query(c, b, xn, n, rope, q_lat, q) ||
+    if (rope_rows(&rp, pos, n, &rope) || attn_query(m, b, xn, n, rope, q_lat, q) ||
         attn_window_keys(c, b, xn, n, rope, kv))
         goto done;
     if (r->is_kv_source && compressor_rows(m, s, l, xn, n, pos0))
@@ -109,9 +144,9 @@ int attention_layer(const cpu_model *m, cpu_seq *s, fwd_call *f, int l, const ui
             for (int k = 0; k < f->topk_n[r->topk_source][i]; k++)
                 keys[nk++] = ckv + (int64_t)sel[k] * hd;
         }
-        sparse_attention_row(q + (int64_t)i * H * hd, H, hd, keys, nk, b->attn_sink, o + (int64_t)i * H * hd);
+        sparse_attention_row(q + (int64_t)i * H * hd, H, hd, keys, nk, b->attn_sink + sp.h0, o + (int64_t)i * H * hd);
     }
-    if (attn_output(c, b, o, n, rope, out))
+    if (attn_output(m, b, o, n, rope, out))
         goto done;
     /* the call's window keys enter the ring last: earlier rows of this call read them from kv */
     for (int i = n > s->ring ? n - s->ring : 0; i < n; i++)

@@ -1,6 +1,8 @@
 #include "runtime/cpu/compressor.h"
 #include "runtime/common/error.h"
 #include "runtime/common/numerics.h"
+#include "runtime/ref/cand_blocks.h"
+#include "runtime/ref/index_score.h"
 #include "runtime/ref/kvquant.h"
 
 #include <math.h>
@@ -111,31 +113,6 @@ done:
     return rc;
 }
 
-/* Candidate blocks of one row (model.md §3.5, candidate source): block score = max of its scores, the
- * newest reachable block pinned to +inf, top min(blocks, candidate_topk_blocks) of those above -inf,
- * ascending. */
-static int candidate_blocks(const model_config *c, const float *score, int64_t reach, int32_t *kept, float *bs,
-                            float *val)
-{
-    int B = c->candidate_block_size;
-    int nb = (int)((reach + B - 1) / B);
-    for (int k = 0; k < nb; k++) {
-        float mx = -INFINITY;
-        for (int64_t j = (int64_t)k * B; j < (int64_t)(k + 1) * B && j < reach; j++)
-            mx = score[j] > mx ? score[j] : mx;
-        bs[k] = mx;
-    }
-    if (reach > 0) /* c = 0 pins nothing (model.md §8.10) */
-        bs[(reach - 1) / B] = INFINITY;
-    int k = nb < c->candidate_topk_blocks ? nb : c->candidate_topk_blocks;
-    ref_topk(bs, NULL, nb, k, kept, val);
-    int n = 0;
-    for (int i = 0; i < k; i++)
-        if (val[i] > -INFINITY)
-            kept[n++] = kept[i];
-    return n;
-}
-
 int indexer_rows(const cpu_model *m, const cpu_seq *s, fwd_call *f, int l, const uint16_t *xn,
                  const uint16_t *q_lat)
 {
@@ -152,7 +129,8 @@ int indexer_rows(const cpu_model *m, const cpu_seq *s, fwd_call *f, int l, const
     float *score = dsk_malloc(sizeof(float) * (size_t)(rows + 1));
     float *val = dsk_malloc(sizeof(float) * (size_t)(rows + nb_max + 1));
     float *bs = dsk_malloc(sizeof(float) * (size_t)nb_max);
-    uint8_t *allowed = dsk_malloc((size_t)nb_max);
+    int64_t words = (nb_max + 31) / 32;
+    uint32_t *allowed = dsk_malloc(sizeof(uint32_t) * (size_t)words);
     float *rope = NULL;
     int64_t *pos = dsk_malloc(sizeof(int64_t) * (size_t)n);
     int rc = -1;
@@ -182,28 +160,14 @@ int indexer_rows(const cpu_model *m, const cpu_seq *s, fwd_call *f, int l, const
     for (int i = 0; i < n; i++) {
         int64_t reach = (f->pos0 + i + 1) / r;
         const uint16_t *qr = qi + (int64_t)i * nh * ihd;
-        for (int64_t j = 0; j < reach; j++) {
-            const uint16_t *kj = ikv + j * ihd;
-            float sum = 0.0f;
-            for (int h = 0; h < nh; h++) {
-                float dot = 0.0f;
-                for (int d = 0; d < ihd; d++)
-                    dot += bf16_to_f32(qr[h * ihd + d]) * bf16_to_f32(kj[d]);
-                dot = bf16_round(dot);
-                sum += bf16_round((dot > 0.0f ? dot : 0.0f) * w[i * nh + h]);
-            }
-            score[j] = bf16_round(sum);
-        }
+        ref_index_score(qr, w + (int64_t)i * nh, nh, ihd, ikv, reach, score);
         if (role->uses_candidates) {
-            memset(allowed, 0, (size_t)nb_max);
-            for (int k = 0; k < f->cand_n[i]; k++)
-                allowed[f->cand[(int64_t)i * c->candidate_topk_blocks + k]] = 1;
-            for (int64_t j = 0; j < reach; j++)
-                if (!allowed[j / B])
-                    score[j] = -INFINITY;
+            ref_cand_bitmap(f->cand + (int64_t)i * c->candidate_topk_blocks, f->cand_n[i], allowed, words);
+            ref_index_score_mask(score, reach, B, allowed);
         }
         if (role->is_candidate_source)
-            f->cand_n[i] = candidate_blocks(c, score, reach, f->cand + (int64_t)i * c->candidate_topk_blocks, bs, val);
+            f->cand_n[i] = ref_cand_blocks(score, reach, B, c->candidate_topk_blocks,
+                                           f->cand + (int64_t)i * c->candidate_topk_blocks, bs, val);
         /* top-min(K, reach) of the reachable rows: the same set REF keeps valid (docs/model.md) */
         int k = reach < K ? (int)reach : K;
         ref_topk(score, NULL, (int)reach, k, f->topk[l] + (int64_t)i * K, val);

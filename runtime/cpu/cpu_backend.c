@@ -24,7 +24,7 @@ typedef struct {
     cpu_slot *slots;
     int nslots;
     uint32_t *mask;        /* scratch: valid ∧ a row's allow */
-    char device[32];
+    char device[64];
 } cpu_backend;
 
 static void cpu_close(void *impl)
@@ -208,7 +208,28 @@ int cpu_backend_open(const engine_backend_args *a, void **impl, const engine_bac
         free(b);
         return -1;
     }
+    if (b->m->cfg.n_engram_layers > 0 && o->engram && strcmp(o->engram, "host")) {
+        if (!strcmp(o->engram, "device")) {
+            cpu_close(b);
+            return dsk_err("--engram device: the cpu backend reads Engram rows from host or nvme:DIR");
+        }
+        if (cpu_model_engram(b->m, o->model_dir, o->engram, o->engram_cache ? o->engram_cache : (size_t)256 << 20,
+                             o->engram_timeout_ms)) {
+            cpu_close(b);
+            return -1;
+        }
+    } else if (b->m->cfg.n_engram_layers > 0 && o->engram_timeout_ms > 0)
+        b->m->eg_timeout_ms = o->engram_timeout_ms;
     const model_config *c = &b->m->cfg;
+    b->m->xchg = a->xchg;
+    int tp = a->xchg->tp;
+    if (tp > 1 && (c->n_heads % tp || c->o_groups % tp || c->vocab_size % (128 * tp) || c->n_routed_experts % tp ||
+                   (c->n_mtp_layers > 0 && c->dspark_n_routed_experts % tp))) {
+        cpu_close(b);
+        return dsk_err("tp %d: the model's heads (%d), wo_a groups (%d), experts (%d, drafter %d) and vocabulary "
+                       "(%d, in blocks of 128) must split evenly",
+                       tp, c->n_heads, c->o_groups, c->n_routed_experts, c->dspark_n_routed_experts, c->vocab_size);
+    }
     b->valid = a->valid;
     b->nslots = o->max_seqs;
     b->slots = dsk_calloc((size_t)b->nslots, sizeof *b->slots);
@@ -217,7 +238,10 @@ int cpu_backend_open(const engine_backend_args *a, void **impl, const engine_bac
         cpu_close(b);
         return -1;
     }
-    snprintf(b->device, sizeof b->device, "CPU, %d threads", linear_threads());
+    if (tp > 1)
+        snprintf(b->device, sizeof b->device, "CPU, %d threads, rank %d of %d", linear_threads(), a->xchg->rank, tp);
+    else
+        snprintf(b->device, sizeof b->device, "CPU, %d threads", linear_threads());
     engine_info *in = a->info;
     in->cfg = c;
     in->backend = "cpu";

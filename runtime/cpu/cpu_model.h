@@ -8,6 +8,8 @@
 #include "runtime/model/config.h"
 #include "runtime/model/engram_layout.h"
 #include "runtime/cpu/linear.h"
+#include "runtime/engram/engram_store.h"
+#include "runtime/engine/xchg.h"
 #include "runtime/weights/safetensors.h"
 
 #include <stddef.h>
@@ -42,8 +44,6 @@ typedef struct {
     cpu_linear ix_wq_b;                 /* q_lora -> index_n_heads·index_head_dim */
     const uint16_t *ix_wproj;             /* [index_n_heads][d] bf16 */
     /* Engram before this layer */
-    const uint8_t *eg_table;              /* [rows][engram_head_dim] e4m3 */
-    const uint8_t *eg_scale;              /* [rows][engram_head_dim/32] e8m0 */
     cpu_linear eg_wkv;                  /* cols·engram_head_dim -> (hc + 1)·d */
     float *eg_w;                          /* [hc][d] fp32 q_weight ⊙ k_weight (owned) */
 } block_weights;
@@ -65,17 +65,31 @@ typedef struct {
     const uint16_t *markov_head;  /* [V][markov_rank] bf16 */
     uint16_t *markov_head_t;      /* [markov_rank][V] the same transposed (owned) */
     const uint16_t *confidence;   /* [d + markov_rank] bf16 */
+    rank_xchg *xchg;            /* tensor parallelism: this rank and its exchanges (rank_xchg_single: tp 1) */
+    engram_source eg_src;       /* the checkpoint's Engram tables (pointing into st) */
+    engram_store *eg;           /* where their rows come from (host mapping or packed files) */
+    int eg_timeout_ms;          /* how long a forward waits for a layer's rows */
     void **owned;               /* buffers the model owns (converted norms, realigned tensors) */
     int n_owned;
     size_t cache_bytes;         /* decoded EXL3 weights held */
+    /* Tests only (teacher forcing, layer-by-layer comparisons): called in every block with its streams
+     * [n][hc][d] and π [n][hc] (NULL after attention), which it may read or overwrite. */
+    void (*layer_hook)(void *ctx, int layer, int stage, uint16_t *X, float *pi, int n);
+    void *layer_ctx;
     uint32_t *expert_hits;      /* optional diagnostic set by the caller: [n_all_layers][4096] routed-expert
                                    selections, counted by every forward (not thread-safe across sequences) */
 } cpu_model;
+
+enum { CPU_HOOK_BLOCK_IN, CPU_HOOK_ATTN_OUT, CPU_HOOK_BLOCK_OUT };
 
 /* Open a model folder (config.json + safetensors). Every tensor of the schema must be present with its
  * shape and dtype; an error names the tensor. cache_budget: bytes of decoded EXL3 weights to keep
  * (small matrices first; the rest are decoded per call). */
 int cpu_model_load(const char *dir, size_t cache_budget, cpu_model **out);
+/* Serve Engram rows from placement ("host": the mapped checkpoint; "nvme:DIR": packed files read with
+ * libaio, docs/engram.md) with a hot-row cache of cache_bytes; a forward waits at most timeout_ms for a
+ * layer's rows. cpu_model_load opens "host" with no cache; this replaces it. */
+int cpu_model_engram(cpu_model *m, const char *dir, const char *placement, size_t cache_bytes, int timeout_ms);
 void cpu_model_free(cpu_model *m);
 
 /* Per-sequence state. Window rings hold ring = window + spare slots, spare = cpu_rollback_spare(cfg), so

@@ -4,6 +4,7 @@
 #include "runtime/common/error.h"
 #include "runtime/common/numerics.h"
 #include "runtime/cpu/block.h"
+#include "runtime/ref/dspark_conf.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +61,8 @@ static int draft_attention(const cpu_model *m, int l, const uint16_t *xn, int n,
     const draft_ctx *dc = ctx;
     const model_config *c = &m->cfg;
     const block_weights *b = &m->blocks[l];
-    int hd = c->head_dim, H = c->n_heads, W = c->window_size, k = l - c->n_layers;
+    cpu_split sp = cpu_rank_split(m, b);
+    int hd = c->head_dim, H = sp.h1 - sp.h0, W = c->window_size, k = l - c->n_layers; /* this rank's heads */
     int64_t p = dc->p, first = p - W + 1 < 0 ? 0 : p - W + 1;
     int64_t *pos = dsk_malloc(sizeof(int64_t) * (size_t)n);
     uint16_t *q_lat = dsk_malloc(sizeof(uint16_t) * (size_t)n * c->q_lora_rank);
@@ -76,7 +78,7 @@ static int draft_attention(const cpu_model *m, int l, const uint16_t *xn, int n,
         pos[i] = p + 1 + i;
     rope_params rp = model_rope(c, 0);
     /* block keys go through the window-KV path (FP8 QDQ included) but are not cached */
-    if (rope_rows(&rp, pos, n, &rope) || attn_query(c, b, xn, n, rope, q_lat, q) ||
+    if (rope_rows(&rp, pos, n, &rope) || attn_query(m, b, xn, n, rope, q_lat, q) ||
         attn_window_keys(c, b, xn, n, rope, kv))
         goto done;
     int nk = 0;
@@ -85,8 +87,8 @@ static int draft_attention(const cpu_model *m, int l, const uint16_t *xn, int n,
     for (int i = 0; i < n; i++)
         keys[nk++] = kv + (int64_t)i * hd;
     for (int i = 0; i < n; i++)
-        sparse_attention_row(q + (int64_t)i * H * hd, H, hd, keys, nk, b->attn_sink, o + (int64_t)i * H * hd);
-    rc = attn_output(c, b, o, n, rope, out);
+        sparse_attention_row(q + (int64_t)i * H * hd, H, hd, keys, nk, b->attn_sink + sp.h0, o + (int64_t)i * H * hd);
+    rc = attn_output(m, b, o, n, rope, out);
 done:
     free(pos);
     free(q_lat);
@@ -134,24 +136,11 @@ int cpu_draft(const cpu_model *m, cpu_seq *s, int32_t t0, draft_sampler sample, 
         float *lg = logits + (int64_t)i * V;
         /* Markov bigram bias: bf16 E_m[d_i] times the (widened) markov head, summed over the rank in
          * order, added to the fp32 logits */
-        for (int v = 0; v < V; v++)
-            bias[v] = 0.0f;
-        for (int r = 0; r < R; r++) {
-            float er = bf16_to_f32(e[r]);
-            const uint16_t *hr = m->markov_head_t + (int64_t)r * V;
-            for (int v = 0; v < V; v++)
-                bias[v] += er * f32_from_bits((uint32_t)hr[v] << 16);
-        }
+        ref_markov_bias(e, m->markov_head_t, R, V, bias);
         for (int v = 0; v < V; v++)
             lg[v] += bias[v];
-        if (conf) {
-            float acc = 0.0f;
-            for (int j = 0; j < d; j++)
-                acc += bf16_to_f32(m->confidence[j]) * bf16_to_f32(u[(int64_t)i * d + j]);
-            for (int r = 0; r < R; r++)
-                acc += bf16_to_f32(m->confidence[d + r]) * bf16_to_f32(e[r]);
-            conf[i] = acc;
-        }
+        if (conf)
+            conf[i] = ref_dspark_conf(m->confidence, u + (int64_t)i * d, d, e, R);
         prev = drafts[i] = sample(lg, V, dc.p + 2 + i, ctx);
     }
     rc = 0;

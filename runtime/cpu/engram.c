@@ -7,30 +7,28 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* Row `row` of the table dequantised to bf16: e4m3 value times its block's e8m0 scale. */
-static void table_row(const model_config *c, const block_weights *b, int64_t row, uint16_t *out)
+/* A row record (e4m3 values, then their e8m0 scales) dequantised to bf16: value times its block's scale. */
+static void record_row(const model_config *c, const uint8_t *rec, uint16_t *out)
 {
-    int w = c->engram_head_dim, ns = w / 32;
-    const uint8_t *v = b->eg_table + row * w, *sc = b->eg_scale + row * ns;
+    int w = c->engram_head_dim;
+    const uint8_t *sc = rec + w;
     for (int i = 0; i < w; i++)
-        out[i] = f32_to_bf16(e4m3_to_f32(v[i]) * e8m0_to_f32(sc[i / 32]));
+        out[i] = f32_to_bf16(e4m3_to_f32(rec[i]) * e8m0_to_f32(sc[i / 32]));
 }
 
-int engram_rows(const cpu_model *m, const cpu_seq *s, int l, int64_t pos0, int n, uint16_t *X)
+int engram_rows(const cpu_model *m, int l, int n, const uint8_t *records, uint16_t *X)
 {
     const model_config *c = &m->cfg;
     const block_weights *b = &m->blocks[l];
-    int slot = c->roles[l].engram, cols = model_engram_cols(c), w = c->engram_head_dim;
+    int cols = model_engram_cols(c), w = c->engram_head_dim, rb = engram_record_bytes(w);
     int d = c->dim, hc = c->hc_mult, kvw = (hc + 1) * d;
-    int64_t *rows = dsk_malloc(sizeof(int64_t) * (size_t)n * cols);
     uint16_t *e = dsk_malloc(sizeof(uint16_t) * (size_t)n * cols * w);
     uint16_t *kv = dsk_malloc(sizeof(uint16_t) * (size_t)n * kvw);
     int rc = -1;
-    if (!rows || !e || !kv)
+    if (!e || !kv)
         goto done;
-    engram_hash(&m->engram, slot, s->cids + pos0, pos0, n, rows);
     for (int64_t i = 0; i < (int64_t)n * cols; i++)
-        table_row(c, b, rows[i], e + i * w);
+        record_row(c, records + i * rb, e + i * w);
     if (linear_bf16(&b->eg_wkv, e, n, kv))
         goto done;
     const float inv_sqrt_d = (float)(1.0 / sqrt((double)d));
@@ -57,7 +55,6 @@ int engram_rows(const cpu_model *m, const cpu_seq *s, int l, int64_t pos0, int n
     }
     rc = 0;
 done:
-    free(rows);
     free(e);
     free(kv);
     return rc;

@@ -4,6 +4,7 @@
 #include "runtime/common/numerics.h"
 #include "runtime/cpu/block.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,6 +94,8 @@ int block_forward(const cpu_model *m, int l, uint16_t *X, float *pi, int n, atte
     int rc = -1;
     if (!ka || !a || !y || !x1)
         goto done;
+    if (m->layer_hook)
+        m->layer_hook(m->layer_ctx, l, CPU_HOOK_BLOCK_IN, X, pi, n);
     for (int i = 0; i < n; i++) {
         hc_mixes(c, b->hc_fn[0], b->hc_base[0], b->hc_scale[0], X + i * sd, &ka[i]);
         hc_pre(X + i * sd, pi + (int64_t)i * hc, hc, d, a + (int64_t)i * d);
@@ -102,6 +105,8 @@ int block_forward(const cpu_model *m, int l, uint16_t *X, float *pi, int n, atte
         goto done;
     for (int i = 0; i < n; i++)
         hc_post(y + (int64_t)i * d, X + i * sd, &ka[i], hc, d, x1 + i * sd);
+    if (m->layer_hook)
+        m->layer_hook(m->layer_ctx, l, CPU_HOOK_ATTN_OUT, x1, NULL, n);
     /* single pass: the ffn input uses the attn sublayer's pre; the ffn pre goes to the next block */
     for (int i = 0; i < n; i++)
         hc_pre(x1 + i * sd, ka[i].pre, hc, d, a + (int64_t)i * d);
@@ -113,6 +118,8 @@ int block_forward(const cpu_model *m, int l, uint16_t *X, float *pi, int n, atte
         hc_post(y + (int64_t)i * d, x1 + i * sd, &kf, hc, d, X + i * sd);
         memcpy(pi + (int64_t)i * hc, kf.pre, sizeof(float) * hc);
     }
+    if (m->layer_hook)
+        m->layer_hook(m->layer_ctx, l, CPU_HOOK_BLOCK_OUT, X, pi, n);
     rc = 0;
 done:
     free(ka);
@@ -141,21 +148,71 @@ int head_rows(const cpu_model *m, const uint16_t *X, const float *pi, int n, con
               uint16_t *u_out)
 {
     const model_config *c = &m->cfg;
-    int hc = c->hc_mult, d = c->dim;
+    cpu_split sp = cpu_rank_split(m, NULL);
+    int hc = c->hc_mult, d = c->dim, V = c->vocab_size, vl = sp.v1 - sp.v0, tp = m->xchg->tp;
     uint16_t *u = dsk_malloc(sizeof(uint16_t) * (size_t)n * d);
     uint16_t *un = dsk_malloc(sizeof(uint16_t) * (size_t)n * d);
+    float *part = tp > 1 ? dsk_malloc(sizeof(float) * (size_t)n * vl) : NULL;
+    float *all = tp > 1 ? dsk_malloc(sizeof(float) * (size_t)n * V) : NULL;
     int rc = -1;
-    if (u && un) {
-        for (int i = 0; i < n; i++)
-            hc_pre(X + (int64_t)i * hc * d, pi + (int64_t)i * hc, hc, d, u + (int64_t)i * d);
-        ref_rmsnorm_bf16(u, norm, un, n, d, c->norm_eps);
+    if (!u || !un || (tp > 1 && (!part || !all)))
+        goto done;
+    for (int i = 0; i < n; i++)
+        hc_pre(X + (int64_t)i * hc * d, pi + (int64_t)i * hc, hc, d, u + (int64_t)i * d);
+    ref_rmsnorm_bf16(u, norm, un, n, d, c->norm_eps);
+    if (u_out)
+        memcpy(u_out, u, sizeof(uint16_t) * (size_t)n * d);
+    if (tp == 1) {
         rc = linear_f32(&m->head, un, n, logits);
-        if (u_out)
-            memcpy(u_out, u, sizeof(uint16_t) * (size_t)n * d);
+        goto done;
     }
+    /* this rank's vocabulary rows, gathered: rank r's block holds columns [r·V/tp, (r+1)·V/tp) of every row */
+    if (linear_apply_cols(&m->head, un, n, sp.v0, sp.v1, part) ||
+        m->xchg->allgather(m->xchg, part, sizeof(float) * (size_t)n * vl, all))
+        goto done;
+    for (int r = 0; r < tp; r++)
+        for (int i = 0; i < n; i++)
+            memcpy(logits + (int64_t)i * V + (int64_t)r * vl, all + ((int64_t)r * n + i) * vl, sizeof(float) * vl);
+    rc = 0;
+done:
     free(u);
     free(un);
+    free(part);
+    free(all);
     return rc;
+}
+
+/* One call's Engram rows: their table indices and records per Engram layer, and the store's fetch. */
+typedef struct {
+    int64_t *rows[ENGRAM_MAX_LAYERS];
+    uint8_t *rec[ENGRAM_MAX_LAYERS];
+    engram_fetch *f;
+} engram_round;
+
+static int engram_begin(const cpu_model *m, const cpu_seq *s, int64_t pos0, int n, engram_round *eg)
+{
+    const model_config *c = &m->cfg;
+    int cols = model_engram_cols(c);
+    engram_fetch_layer want[ENGRAM_MAX_LAYERS];
+    for (int slot = 0; slot < c->n_engram_layers; slot++) {
+        size_t nrows = (size_t)n * cols;
+        eg->rows[slot] = dsk_malloc(sizeof(int64_t) * nrows);
+        eg->rec[slot] = dsk_malloc(nrows * (size_t)engram_record_bytes(c->engram_head_dim));
+        if (!eg->rows[slot] || !eg->rec[slot])
+            return -1;
+        engram_hash(&m->engram, slot, s->cids + pos0, pos0, n, eg->rows[slot]);
+        want[slot] = (engram_fetch_layer){eg->rows[slot], (int64_t)nrows, eg->rec[slot]};
+    }
+    return engram_fetch_begin(m->eg, want, &eg->f);
+}
+
+static void engram_end(engram_round *eg)
+{
+    engram_fetch_end(eg->f);
+    for (int slot = 0; slot < ENGRAM_MAX_LAYERS; slot++) {
+        free(eg->rows[slot]);
+        free(eg->rec[slot]);
+    }
 }
 
 static int backbone_attention(const cpu_model *m, int l, const uint16_t *xn, int n, uint16_t *out, void *ctx)
@@ -177,6 +234,9 @@ int cpu_forward(const cpu_model *m, cpu_seq *s, const int32_t *tokens, int n, in
                        "sequence or raise the context",
                        (long long)pos0, n, (long long)s->cap);
     fwd_ctx fc = {.s = s, .f = {.n = n, .pos0 = pos0}};
+    engram_round eg = {0};
+    int eg_failed = 0;
+    char eg_msg[512] = "";
     uint16_t *X = dsk_malloc(sizeof(uint16_t) * (size_t)n * sd);
     float *pi = dsk_malloc(sizeof(float) * (size_t)n * hc);
     int rc = -1;
@@ -186,10 +246,24 @@ int cpu_forward(const cpu_model *m, cpu_seq *s, const int32_t *tokens, int n, in
         s->tokens[pos0 + i] = tokens[i];
         s->cids[pos0 + i] = m->token_map ? m->token_map[tokens[i]] : 0;
     }
+    /* every Engram row the call needs is asked for now; each layer waits for its own just before it runs */
+    if (c->n_engram_layers > 0 && engram_begin(m, s, pos0, n, &eg))
+        goto done;
     for (int l = 0; l < c->n_layers; l++) {
         const layer_role *r = &c->roles[l];
-        if (r->engram >= 0 && engram_rows(m, s, l, pos0, n, X))
-            goto done;
+        if (r->engram >= 0) {
+            /* a failed read fails the call, but only after it has run (with the zero records the store
+             * leaves): the exchanges of a tensor-parallel step must stay in step on every rank */
+            if (!eg_failed && engram_fetch_wait(eg.f, r->engram, m->eg_timeout_ms)) {
+                dsk_err_ctx("layer %d: Engram rows", l);
+                snprintf(eg_msg, sizeof eg_msg, "%s", dsk_err_msg());
+                eg_failed = 1;
+            }
+            if (eg_failed)
+                memset(eg.rec[r->engram], 0, (size_t)n * model_engram_cols(c) * engram_record_bytes(c->engram_head_dim));
+            if (engram_rows(m, l, n, eg.rec[r->engram], X))
+                goto done;
+        }
         if (r->dspark_tap >= 0 && taps)
             for (int i = 0; i < n; i++)
                 for (int k = 0; k < d; k++) {
@@ -206,7 +280,7 @@ int cpu_forward(const cpu_model *m, cpu_seq *s, const int32_t *tokens, int n, in
     if (logits && logits_from < n &&
         head_rows(m, X + logits_from * sd, pi + (int64_t)logits_from * hc, n - logits_from, m->norm, logits, NULL))
         goto done;
-    rc = 0;
+    rc = eg_failed ? dsk_err("%s", eg_msg) : 0;
 done:
     for (int l = 0; l < MODEL_MAX_LAYERS; l++) {
         free(fc.f.topk[l]);
@@ -214,6 +288,7 @@ done:
     }
     free(fc.f.cand);
     free(fc.f.cand_n);
+    engram_end(&eg);
     free(X);
     free(pi);
     return rc;

@@ -31,19 +31,30 @@ typedef struct {
     int *cand_n;         /* [n] */
 } fwd_call;
 
-/* The query path of attention: q_lat = q_norm(wq_a x) [n][q_lora] and Q = RoPE(wq_b q_lat) [n][H][hd]. */
-int attn_query(const model_config *c, const block_weights *b, const uint16_t *xn, int n, const float *rope,
+/* What this rank computes of what tensor parallelism splits (model.md §6, docs/ranks.md): heads [h0, h1)
+ * and their wo_a groups [g0, g1), head vocabulary rows [v0, v1), block b's routed experts [e0, e1)
+ * (b may be NULL). tp = 1: everything. */
+typedef struct {
+    int h0, h1, g0, g1, v0, v1, e0, e1;
+} cpu_split;
+cpu_split cpu_rank_split(const cpu_model *m, const block_weights *b);
+
+/* The query path of attention: q_lat = q_norm(wq_a x) [n][q_lora] and Q = RoPE(wq_b q_lat) [n][heads][hd] of
+ * this rank's heads. */
+int attn_query(const cpu_model *m, const block_weights *b, const uint16_t *xn, int n, const float *rope,
                uint16_t *q_lat, uint16_t *q);
 /* A window key: RoPE(kv_norm(wkv x)) then FP8 QDQ, [n][hd]. */
 int attn_window_keys(const model_config *c, const block_weights *b, const uint16_t *xn, int n, const float *rope,
                      uint16_t *kv);
-/* The output path: inverse RoPE of o [n][H][hd] in place, grouped wo_a, wo_b -> out [n][d] bf16. */
-int attn_output(const model_config *c, const block_weights *b, uint16_t *o, int n, const float *rope, uint16_t *out);
+/* The output path: inverse RoPE of o [n][this rank's heads][hd] in place, grouped wo_a of its groups, its
+ * share of wo_b summed over the ranks -> out [n][d] bf16. */
+int attn_output(const cpu_model *m, const block_weights *b, uint16_t *o, int n, const float *rope, uint16_t *out);
 /* Attention of backbone layer l over the rows of a call (window + compressed rows, model.md §3.5). */
 int attention_layer(const cpu_model *m, cpu_seq *s, fwd_call *f, int l, const uint16_t *xn, uint16_t *out);
 /* MoE of one block over n rows of ffn_norm output: out bf16 [n][d]. */
 int moe_rows(const cpu_model *m, const block_weights *b, const uint16_t *x, int n, uint16_t *out);
-/* Engram before layer l for the call's rows: updates the streams X [n][hc][d] in place. */
-int engram_rows(const cpu_model *m, const cpu_seq *s, int l, int64_t pos0, int n, uint16_t *X);
+/* Engram before layer l for the call's rows from their table records ([n][cols] records of the rows
+ * engram_hash gives, in that order): updates the streams X [n][hc][d] in place. */
+int engram_rows(const cpu_model *m, int l, int n, const uint8_t *records, uint16_t *X);
 
 #endif

@@ -39,14 +39,14 @@ void linear_free(cpu_linear *l)
     l->hat = NULL;
 }
 
-/* x' = fp16(Hadamard128(fp16(x · suh))) for m rows (exl3.md §3 steps 1-2). */
-static void prepare_input(const exl3_linear *q, const uint16_t *x, int m, float *xh)
+/* x' = fp16(Hadamard128(fp16(x · suh))) for m rows of the inputs [k0, k0 + k) (exl3.md §3 steps 1-2; the
+ * Hadamard works per 128 inputs, so a 128-aligned input range transforms on its own). */
+static void prepare_input(const exl3_linear *q, const uint16_t *x, int m, int64_t k0, int64_t k, float *xh)
 {
-    int64_t k = q->k;
     for (int r = 0; r < m; r++) {
         float *o = xh + r * k;
         for (int64_t u = 0; u < k; u++)
-            o[u] = f16_round(bf16_to_f32(x[r * k + u]) * f16_to_f32(q->suh[u]));
+            o[u] = f16_round(bf16_to_f32(x[r * k + u]) * f16_to_f32(q->suh[k0 + u]));
         for (int64_t b = 0; b < k; b += 128) {
             exl3_hadamard128(o + b);
             for (int i = 0; i < 128; i++)
@@ -113,7 +113,8 @@ void linear_use_portable(int on)
 
 typedef struct {
     const exl3_linear *q;
-    const float *xh;     /* [m][k] prepared input */
+    const float *xh;     /* [m][k1 - k0] prepared input */
+    int64_t k0, k1;      /* the input range: y' sums over u in [k0, k1) */
     const uint16_t *hat; /* W_hat columns (the codebook's exact fp16 values), row stride hat_stride, col 0 = hat_c0 */
     int64_t hat_stride;
     int hat_c0;
@@ -128,13 +129,14 @@ typedef struct {
 static void *cols_run(void *arg)
 {
     const cols_job *j = arg;
-    int64_t k = j->q->k;
+    int64_t k = j->k1 - j->k0;
+    int with_bias = j->q->bias && j->k0 == 0; /* a partial over a later input range carries no bias */
     float acc[8][128];
     for (int r0 = 0; r0 < j->m; r0 += 8) {
         int mr = j->m - r0 < 8 ? j->m - r0 : 8;
         for (int b = j->c0; b < j->c1; b += 128) {
             memset(acc, 0, sizeof acc);
-            const uint16_t *w = j->hat + (b - j->hat_c0);
+            const uint16_t *w = j->hat + (b - j->hat_c0) + j->k0 * j->hat_stride;
             for (int64_t u = 0; u < k; u++) {
                 const uint16_t *wu = w + u * j->hat_stride;
                 for (int r = 0; r < mr; r++)
@@ -145,7 +147,7 @@ static void *cols_run(void *arg)
                 float *yr = j->y + (r0 + r) * j->y_stride + (b - j->out_c0);
                 for (int i = 0; i < 128; i++) {
                     float v = acc[r][i] * f16_to_f32(j->q->svh[b + i]);
-                    if (j->q->bias)
+                    if (with_bias)
                         v += j->q->bias_is_f32 ? ((const float *)j->q->bias)[b + i]
                                                : f16_to_f32(((const uint16_t *)j->q->bias)[b + i]);
                     yr[i] = v;
@@ -156,13 +158,14 @@ static void *cols_run(void *arg)
     return NULL;
 }
 
-int linear_apply_cols(const cpu_linear *l, const uint16_t *x, int m, int c0, int c1, float *y)
+int linear_apply_range(const cpu_linear *l, const uint16_t *x, int m, int k0, int k1, int c0, int c1, float *y)
 {
     const exl3_linear *q = &l->q;
-    if (m <= 0 || c1 <= c0)
+    if (m <= 0 || c1 <= c0 || k1 <= k0)
         return 0;
     pthread_once(&axpy_once, pick_axpy);
-    float *xh = dsk_malloc(sizeof(float) * (size_t)m * (size_t)q->k);
+    int64_t k = k1 - k0;
+    float *xh = dsk_malloc(sizeof(float) * (size_t)m * (size_t)k);
     if (!xh)
         return dsk_err_ctx("applying %s", q->name);
     uint16_t *tmp = NULL;
@@ -180,11 +183,11 @@ int linear_apply_cols(const cpu_linear *l, const uint16_t *x, int m, int c0, int
         stride = c1 - c0;
         hat_c0 = c0;
     }
-    prepare_input(q, x, m, xh);
+    prepare_input(q, x, m, k0, k, xh);
     /* split the 128-column blocks between threads; every output is computed by one thread */
     int blocks = (c1 - c0) / 128;
     int nt = n_threads;
-    if ((int64_t)m * q->k * (c1 - c0) < (1 << 20))
+    if ((int64_t)m * k * (c1 - c0) < (1 << 20))
         nt = 1;
     if (nt > blocks)
         nt = blocks;
@@ -192,7 +195,7 @@ int linear_apply_cols(const cpu_linear *l, const uint16_t *x, int m, int c0, int
     pthread_t tids[64];
     int started[64] = {0};
     for (int t = 0; t < nt; t++) {
-        jobs[t] = (cols_job){q, xh, hat, stride, hat_c0, m, c0 + (int)((int64_t)blocks * t / nt) * 128,
+        jobs[t] = (cols_job){q, xh, k0, k1, hat, stride, hat_c0, m, c0 + (int)((int64_t)blocks * t / nt) * 128,
                              c0 + (int)((int64_t)blocks * (t + 1) / nt) * 128, c0, c1 - c0, y};
         if (t > 0)
             started[t] = pthread_create(&tids[t], NULL, cols_run, &jobs[t]) == 0;
@@ -207,6 +210,11 @@ int linear_apply_cols(const cpu_linear *l, const uint16_t *x, int m, int c0, int
     free(tmp);
     free(xh);
     return 0;
+}
+
+int linear_apply_cols(const cpu_linear *l, const uint16_t *x, int m, int c0, int c1, float *y)
+{
+    return linear_apply_range(l, x, m, 0, (int)l->q.k, c0, c1, y);
 }
 
 int linear_f32(const cpu_linear *l, const uint16_t *x, int m, float *y)

@@ -22,6 +22,10 @@ void linear_free(cpu_linear *l);
  * fp32 out (row stride c1 - c0). Bit-identical to exl3_matmul on the same columns, for any m, any
  * column range and any thread count. */
 int linear_apply_cols(const cpu_linear *l, const uint16_t *x, int m, int c0, int c1, float *y);
+/* The partial over inputs [k0, k1) (multiples of 128; x is m × (k1 - k0)) of columns [c0, c1): a
+ * tensor-parallel rank's share of a row-split linear (the bias only with k0 = 0). The ranks' partials
+ * summed give the whole product up to the order of that sum. */
+int linear_apply_range(const cpu_linear *l, const uint16_t *x, int m, int k0, int k1, int c0, int c1, float *y);
 /* All columns, fp32 result (REF's fp32 GEMMs: ratio-2 compressor, head). */
 int linear_f32(const cpu_linear *l, const uint16_t *x, int m, float *y);
 /* All columns, rounded to bf16 (REF's bf16 GEMM outputs). */

@@ -60,8 +60,9 @@ int moe_rows(const cpu_model *m, const block_weights *b, const uint16_t *x, int 
         for (int j = 0; m->expert_hits && j < K; j++)
             m->expert_hits[(b - m->blocks) * 4096 + ids[(int64_t)i * K + j]]++;
     }
-    /* each expert once, on the rows that chose it; outputs land in their (row, slot) */
-    for (int e = 0; e < E; e++) {
+    /* each of this rank's experts once, on the rows that chose it; outputs land in their (row, slot) */
+    cpu_split sp = cpu_rank_split(m, b);
+    for (int e = sp.e0; e < sp.e1; e++) {
         int cnt = 0;
         for (int i = 0; i < n; i++)
             for (int j = 0; j < K; j++)
@@ -78,16 +79,23 @@ int moe_rows(const cpu_model *m, const block_weights *b, const uint16_t *x, int 
         for (int r = 0; r < cnt; r++)
             memcpy(ys + (int64_t)sel[r] * d, y + (int64_t)r * d, sizeof(float) * d);
     }
-    if (expert_rows(c, &b->sh_w1, &b->sh_w3, &b->sh_w2, x, NULL, n, y))
-        goto done;
-    /* fp32 sum of the bf16 expert outputs in ascending expert id (slots are in id order), shared last */
+    /* fp32 sum of the bf16 expert outputs in ascending expert id (slots are in id order): this rank's
+     * experts, then the ranks' partials in rank order; the shared expert (every rank runs it) last */
     for (int i = 0; i < n; i++)
         for (int t = 0; t < d; t++) {
             float acc = 0.0f;
-            for (int j = 0; j < K; j++)
-                acc += bf16_round(ys[((int64_t)i * K + j) * d + t]);
-            out[(int64_t)i * d + t] = f32_to_bf16(acc + bf16_round(y[(int64_t)i * d + t]));
+            for (int j = 0; j < K; j++) {
+                int32_t e = ids[(int64_t)i * K + j];
+                if (e >= sp.e0 && e < sp.e1)
+                    acc += bf16_round(ys[((int64_t)i * K + j) * d + t]);
+            }
+            y[(int64_t)i * d + t] = acc;
         }
+    if (xchg_sum(m->xchg, y, (size_t)n * d) ||
+        expert_rows(c, &b->sh_w1, &b->sh_w3, &b->sh_w2, x, NULL, n, ys))
+        goto done;
+    for (int64_t i = 0; i < (int64_t)n * d; i++)
+        out[i] = f32_to_bf16(y[i] + bf16_round(ys[i]));
     rc = 0;
 done:
     free(logits);

@@ -175,8 +175,6 @@ static int bind_block(cpu_model *m, int l, block_weights *b)
         NEED(b->ix_wproj = get_bf16(m, NAME("%sattn.indexer.weights_proj.weight", p)));
     }
     if (r->engram >= 0) {
-        NEED(b->eg_table = get_raw(m, NAME("%sengram.embed.weight", p)));
-        NEED(b->eg_scale = get_raw(m, NAME("%sengram.embed.scale", p)));
         if (get_linear(m, NAME("%sengram.wkv", p), &b->eg_wkv))
             return -1;
         const uint16_t *qw, *kw;
@@ -276,6 +274,7 @@ int cpu_model_load(const char *dir, size_t cache_budget, cpu_model **out)
                 m->cfg.quant_method);
         goto fail;
     }
+    m->xchg = rank_xchg_single();
     if (st_open(dir, &m->st) || model_schema(&m->cfg, &sch, &n_sch))
         goto fail;
     for (int i = 0; i < n_sch; i++)
@@ -310,7 +309,7 @@ int cpu_model_load(const char *dir, size_t cache_budget, cpu_model **out)
             for (size_t r = 0; r < R; r++)
                 m->markov_head_t[r * V + v] = m->markov_head[v * R + r];
     }
-    if (cache_linears(m, cache_budget))
+    if (cache_linears(m, cache_budget) || (c->n_engram_layers > 0 && cpu_model_engram(m, dir, "host", 0, 10000)))
         goto fail;
     free(sch);
     *out = m;
@@ -344,6 +343,20 @@ void cpu_model_free(cpu_model *m)
     for (int i = 0; i < m->n_owned; i++)
         free(m->owned[i]);
     free(m->owned);
+    engram_store_close(m->eg);
     st_close(m->st);
     free(m);
+}
+
+int cpu_model_engram(cpu_model *m, const char *dir, const char *placement, size_t cache_bytes, int timeout_ms)
+{
+    engram_store *s;
+    engram_store_opts o = {.cache_bytes = cache_bytes};
+    if ((!m->eg && engram_source_from_model(m->st, dir, &m->eg_src)) ||
+        engram_store_open(placement, &m->eg_src, &o, &s))
+        return dsk_err_ctx("Engram rows from '%s'", placement);
+    engram_store_close(m->eg);
+    m->eg = s;
+    m->eg_timeout_ms = timeout_ms > 0 ? timeout_ms : 10000;
+    return 0;
 }

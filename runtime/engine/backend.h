@@ -5,6 +5,7 @@
 #define DSK_ENGINE_BACKEND_H
 
 #include "runtime/engine/engine.h"
+#include "runtime/engine/xchg.h"
 
 typedef struct {
     void (*close)(void *impl);
@@ -20,14 +21,23 @@ typedef struct {
 } engine_backend_ops;
 
 /* What a backend's open gets: the options, the id mask of the tokenizer ((vocab + 31) / 32 words, owned
- * by the engine), and the info to fill (cfg, device, limits). */
+ * by the engine), the info to fill (cfg, device, limits), and this rank's exchanges (tp = 1: none). */
 typedef struct {
     const engine_opts *opts;
     const uint32_t *valid;
     engine_info *info;
+    rank_xchg *xchg;
 } engine_backend_args;
 
 /* The backends (each defined in its own folder). */
 int cpu_backend_open(const engine_backend_args *a, void **impl, const engine_backend_ops **ops);
+int gpu_backend_open(const engine_backend_args *a, void **impl, const engine_backend_ops **ops);
+/* The backend named by a->opts->backend, on this rank alone (engine.c). */
+int engine_local_backend_open(const engine_backend_args *a, void **impl, const engine_backend_ops **ops);
+/* tp > 1 (runtime/ranks): rank 0 starts the followers and wraps its local backend so that every call goes
+ * to them first; a follower (opts->rank_group set) opens its local backend on the group's exchanges. */
+int tp_backend_open(const engine_backend_args *a, void **impl, const engine_backend_ops **ops);
+/* A follower: run rank 0's calls until it says stop (0) or the group fails (-1). */
+int tp_backend_follow(void *impl);
 
 #endif

@@ -14,7 +14,7 @@
 static const char usage_text[] =
     "usage: dskit run --backend cpu --model DIR (--prompt TEXT | --prompt-ids \"1 2 3\") [--max-tokens N]\n"
     "                 [--temperature T] [--seed S] [--draft] [--dump-logits FILE] [--threads N] [--cache-mb N]\n"
-    "                 [--print-ids]\n"
+    "                 [--print-ids] [--engram host|nvme:DIR] [--tp N [--rank R --peer HOST:PORT]]\n"
     "  --prompt TEXT       tokenized with DIR/tokenizer.json, BOS first\n"
     "  --prompt-ids IDS    token ids instead of text\n"
     "  --max-tokens N      new tokens at most (default 64); generation also stops at EOS\n"
@@ -23,11 +23,17 @@ static const char usage_text[] =
     "  --dump-logits FILE  the fp32 logits row that chose each token (little-endian, vocab_size each)\n"
     "  --threads N         worker threads for the wide matmuls (default 2; results never depend on it)\n"
     "  --cache-mb N        decoded EXL3 weights kept in memory (default 4096; the rest decode per use)\n"
+    "  --engram WHERE      Engram rows from host (the checkpoint, default) or nvme:DIR (dskit engram pack)\n"
+    "  --tp N              tensor-parallel ranks on this host (default 1; dskit starts the others itself)\n"
+    "  --rank R --peer HOST:PORT\n"
+    "                      across hosts (--tp 2): rank 0 listens on HOST:PORT, rank 1 (started there with the same\n"
+    "                      --model and options, no prompt) connects and follows until rank 0 ends\n"
+    "  --rank-timeout S    how long ranks wait for each other to start or connect (default 30)\n"
     "  --print-ids         print the generated ids instead of text\n";
 
 typedef struct {
-    const char *backend, *model_dir, *prompt, *prompt_ids, *dump;
-    long max_tokens, threads, cache_mb;
+    const char *backend, *model_dir, *prompt, *prompt_ids, *dump, *engram, *peer;
+    long max_tokens, threads, cache_mb, tp, rank, rank_timeout;
     double temperature;
     uint64_t seed;
     int draft, print_ids;
@@ -59,11 +65,25 @@ static int parse(int argc, char **argv, run_opts *o)
             o->prompt_ids = v;
         else if (!strcmp(a, "--dump-logits"))
             o->dump = v;
+        else if (!strcmp(a, "--engram"))
+            o->engram = v;
+        else if (!strcmp(a, "--peer"))
+            o->peer = v;
+        else if (!strcmp(a, "--rank-timeout")) {
+            if (cli_parse_int(a, v, 1, 3600, &o->rank_timeout))
+                return -1;
+        } else if (!strcmp(a, "--rank")) {
+            if (cli_parse_int(a, v, 0, 7, &o->rank))
+                return -1;
+        }
         else if (!strcmp(a, "--max-tokens")) {
             if (cli_parse_int(a, v, 1, 1 << 24, &o->max_tokens))
                 return -1;
         } else if (!strcmp(a, "--threads")) {
             if (cli_parse_int(a, v, 1, 64, &o->threads))
+                return -1;
+        } else if (!strcmp(a, "--tp")) {
+            if (cli_parse_int(a, v, 1, 8, &o->tp))
                 return -1;
         } else if (!strcmp(a, "--cache-mb")) {
             if (cli_parse_int(a, v, 0, 1 << 22, &o->cache_mb))
@@ -82,6 +102,13 @@ static int parse(int argc, char **argv, run_opts *o)
         return dsk_err("--backend cpu is required (the only backend this build has)");
     if (!o->model_dir)
         return dsk_err("--model DIR is required");
+    if ((o->rank > 0 || o->peer) && (!o->peer || o->tp < 2))
+        return dsk_err("--rank and --peer go together, with --tp 2");
+    if (o->rank > 0) {
+        if (o->prompt || o->prompt_ids)
+            return dsk_err("--rank %ld follows rank 0: it takes no prompt", o->rank);
+        return 0;
+    }
     if (!o->prompt == !o->prompt_ids)
         return dsk_err("give exactly one of --prompt and --prompt-ids");
     return 0;
@@ -149,7 +176,7 @@ static int on_token(int32_t id, void *ctx)
 
 int cmd_run(int argc, char **argv)
 {
-    run_opts o = {.max_tokens = 64, .threads = 2, .cache_mb = 4096};
+    run_opts o = {.max_tokens = 64, .threads = 2, .cache_mb = 4096, .tp = 1};
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         fputs(usage_text, stdout);
         return 0;
@@ -170,10 +197,18 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "dskit run: %s\n", dsk_err_msg());
         goto done;
     }
-    engine_opts eo = {.backend = o.backend, .model_dir = o.model_dir, .tokenizer = tok, .max_seqs = 1,
+    engine_opts eo = {.backend = o.backend, .model_dir = o.model_dir, .tokenizer = tok, .max_seqs = 1, .engram = o.engram,
+                      .tp = (int)o.tp, .peer = o.peer, .rank = (int)o.rank,
+                      .rank_timeout_ms = (int)o.rank_timeout * 1000,
                       .threads = (int)o.threads, .cache_bytes = (size_t)o.cache_mb << 20};
     if (engine_open(&eo, &e)) {
         fprintf(stderr, "dskit run: %s\n", dsk_err_msg());
+        goto done;
+    }
+    if (o.rank > 0) { /* a follower across hosts: rank 0's calls, until it ends */
+        rc = engine_follow(e) ? 1 : 0;
+        if (rc)
+            fprintf(stderr, "dskit run: rank %ld: %s\n", o.rank, dsk_err_msg());
         goto done;
     }
     int vocab = engine_get_info(e)->vocab;

@@ -16,6 +16,7 @@ typedef struct {
     int64_t len;     /* committed */
     int64_t ran;     /* end of what has run and may still be committed: len .. ran */
     int64_t hi;      /* one past the highest position ever run (what the window rings have seen) */
+    int broken;      /* a failed step left more uncommitted rows than can be rolled back */
 } seq_slot;
 
 struct engine {
@@ -84,12 +85,10 @@ int engine_open(const engine_opts *opts, engine **out)
         free(e);
         return -1;
     }
-    engine_backend_args a = {&o, e->valid, &e->info};
-    int rc;
-    if (!strcmp(o.backend, "cpu"))
-        rc = cpu_backend_open(&a, &e->impl, &e->ops);
-    else
-        rc = dsk_err("backend '%s' is not available (this build has: cpu)", o.backend);
+    if (o.tp < 0 || o.tp > 8)
+        return dsk_err("engine: %d tensor-parallel ranks asked, 1 to 8 are possible", o.tp);
+    engine_backend_args a = {&o, e->valid, &e->info, rank_xchg_single()};
+    int rc = o.tp > 1 ? tp_backend_open(&a, &e->impl, &e->ops) : engine_local_backend_open(&a, &e->impl, &e->ops);
     if (rc) {
         free(e->valid);
         free(e);
@@ -104,6 +103,11 @@ int engine_open(const engine_opts *opts, engine **out)
     }
     *out = e;
     return 0;
+}
+
+int engine_follow(engine *e)
+{
+    return tp_backend_follow(e->impl);
 }
 
 void engine_close(engine *e)
@@ -156,6 +160,10 @@ static seq_slot *slot(engine *e, int seq)
 {
     if (seq < 0 || seq >= e->info.max_seqs || !e->seqs[seq].open) {
         dsk_err("sequence %d is not open", seq);
+        return NULL;
+    }
+    if (e->seqs[seq].broken) {
+        dsk_err("sequence %d: a failed step left its state unusable; close it", seq);
         return NULL;
     }
     return &e->seqs[seq];
@@ -220,18 +228,22 @@ int engine_step(engine *e, const engine_row *rows, int n, engine_out *out)
                            rows[i].seq, (long long)s->len, j - i, (long long)s->reserve);
         i = j;
     }
-    if (e->ops->step(e->impl, rows, n, out))
-        return -1;
+    int rc = e->ops->step(e->impl, rows, n, out);
+    /* what ran (or may have run, on a failure) counts for the rollback window */
     for (int i = 0; i < n;) {
         seq_slot *s = &e->seqs[rows[i].seq];
         int j = i;
         while (j < n && rows[j].seq == rows[i].seq)
             j++;
-        s->ran = s->len + (j - i);
-        s->hi = s->ran > s->hi ? s->ran : s->hi;
+        int64_t end = s->len + (j - i);
+        s->hi = end > s->hi ? end : s->hi;
+        if (rc == 0)
+            s->ran = end;
+        else if (s->hi - s->len > e->info.max_rollback)
+            s->broken = 1;
         i = j;
     }
-    return 0;
+    return rc;
 }
 
 int engine_commit(engine *e, int seq, int64_t len)

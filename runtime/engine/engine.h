@@ -23,6 +23,7 @@ typedef struct {
     const char *backend;     /* "cpu" (default) or "gpu" */
     const char *model_dir;   /* config.json + safetensors (+ tokenizer.json) */
     const char *kit;         /* gpu: the kit archive */
+    int device;              /* gpu: the CUDA device (default 0) */
     /* the ids the tokenizer has (others are never drawn); NULL: read model_dir/tokenizer.json when there
      * is one, else every id of the vocabulary */
     const struct dsk_tokenizer *tokenizer;
@@ -31,7 +32,16 @@ typedef struct {
     int64_t pool;            /* positions all open sequences may hold together (default: unbounded on the
                                 cpu; max_seqs × context on the gpu) */
     int max_rows;            /* rows one step may carry (default 4096) */
+    const char *engram;      /* where Engram rows come from: "host" (default on the cpu: the mapped checkpoint),
+                                "nvme:DIR" (packed files, docs/engram.md), "device" (gpu) */
+    size_t engram_cache;     /* nvme: hot-row cache bytes (default 256 MiB) */
+    int engram_timeout_ms;   /* a step waits at most this long for a layer's rows (default 10000) */
     int threads;             /* cpu: worker threads (default 2; results never depend on it) */
+    int tp;                  /* tensor-parallel ranks (default 1); rank 0 starts the others itself (docs/ranks.md) */
+    const char *peer;        /* across hosts (tp 2): "HOST:PORT" rank 0 listens on and rank 1 connects to */
+    int rank;                /* with peer: this process's rank (a rank > 0 then only follows: engine_follow) */
+    int rank_timeout_ms;     /* ranks: how long to wait for the others to start or connect (default 30000) */
+    void *rank_group;        /* internal: a follower's group (runtime/ranks) */
     size_t cache_bytes;      /* cpu: decoded EXL3 weights to keep (default 4 GiB) */
 } engine_opts;
 
@@ -49,6 +59,8 @@ typedef struct {
 
 int engine_open(const engine_opts *o, engine **out);
 void engine_close(engine *e);
+/* A follower rank (opened with rank_group): run rank 0's calls until it stops; 0 on a clean stop. */
+int engine_follow(engine *e);
 const engine_info *engine_get_info(const engine *e);
 
 enum { ENGINE_SEQ_DRAFT = 1 }; /* keep the drafter's state: engine_draft may be called */
@@ -86,7 +98,9 @@ typedef struct {
 
 /* Run rows [0, n). The rows' KV enters their sequences uncommitted. Refused, without touching any state,
  * past the context or the pool, beyond max_rows, or when a sequence's earlier uncommitted rows are more
- * than max_rollback (commit them first). */
+ * than max_rollback (commit them first). A step that fails while running (an Engram read error, a device
+ * fault) leaves its rows uncommitted; a sequence whose rows then exceed the rollback window can only be
+ * closed (further steps and commits on it are refused, naming it); the other sequences go on. */
 int engine_step(engine *e, const engine_row *rows, int n, engine_out *out);
 
 /* Set a sequence's committed length to len: up to its committed length plus the rows of the last step

@@ -14,10 +14,17 @@ float moe_sqrtsoftplus(float x)
  * gives it. Returns how many were selected. */
 int moe_route(float route_scale, int E, int k, const float *bias, const float *logits, int32_t *ids, float *weights)
 {
-    float score[4096], val[64];
-    int32_t rank[64];
+    float score[4096];
     for (int e = 0; e < E; e++)
         score[e] = moe_sqrtsoftplus(logits[e]);
+    return moe_route_scores(route_scale, E, k, bias, score, ids, weights);
+}
+
+int moe_route_scores(float route_scale, int E, int k, const float *bias, const float *score, int32_t *ids,
+                     float *weights)
+{
+    float val[64];
+    int32_t rank[64];
     ref_topk(score, bias, E, k, ids, val);
     /* rank order for the denominator */
     for (int i = 0; i < k; i++)

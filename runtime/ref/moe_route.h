@@ -11,5 +11,9 @@ float moe_sqrtsoftplus(float x);
  * lower id) in ascending id, weights route_scale · s / (Σ s + 1e-20) from the unbiased scores, the sum
  * taken in selection rank order. Returns k. */
 int moe_route(float route_scale, int E, int k, const float *bias, const float *logits, int32_t *ids, float *weights);
+/* The same from the scores s [E] themselves (moe_route = this after s = moe_sqrtsoftplus(logits)): what the
+ * GPU's selection and weights must equal given the GPU's own s. */
+int moe_route_scores(float route_scale, int E, int k, const float *bias, const float *score, int32_t *ids,
+                     float *weights);
 
 #endif

@@ -32,7 +32,12 @@ int tok_vocab_size(const dsk_tokenizer *tok)
 
 int tok_is_special(const dsk_tokenizer *tok, int32_t id)
 {
-    return id >= 0 && id < tok->n_ids && tok->special[id];
+    return id >= 0 && id < tok->n_ids && (tok->special[id] & TOK_FLAG_SPECIAL);
+}
+
+int tok_is_added(const dsk_tokenizer *tok, int32_t id)
+{
+    return id >= 0 && id < tok->n_ids && (tok->special[id] & TOK_FLAG_ADDED);
 }
 
 int32_t tok_bos(const dsk_tokenizer *tok)

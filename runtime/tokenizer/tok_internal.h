@@ -9,6 +9,8 @@
 #include "runtime/tokenizer/tokenizer.h"
 
 #define TOK_MAX_STAGES 8
+#define TOK_FLAG_SPECIAL 1
+#define TOK_FLAG_ADDED 2
 
 /* BPE merges live in an open-addressing table of packed entries: left id, right id, rank. A lower
  * rank merges first; the merged token is merge_result[rank]. Eight bytes an entry keeps the table
@@ -47,7 +49,7 @@ struct dsk_tokenizer {
     uint32_t *str_len;  /* [n_ids] byte length of each string */
     uint8_t *bytes;     /* all decoded byte strings, back to back */
     uint32_t *byte_off; /* [n_ids + 1] id i decodes to bytes[byte_off[i] .. byte_off[i + 1]) */
-    uint8_t *special;   /* [n_ids] 1 for added tokens marked special */
+    uint8_t *special;   /* [n_ids] TOK_FLAG_ADDED for added tokens, | TOK_FLAG_SPECIAL if marked so */
 
     /* string -> id: open addressing over ids + 1 (0 = free), hashed with xxh3 */
     uint32_t *map;

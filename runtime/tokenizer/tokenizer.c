@@ -262,8 +262,9 @@ static int load_added(dsk_tokenizer *tok, const json_t *list, size_t vocab_count
         t->rstrip = json_is_true(json_object_get(a, "rstrip"));
         const json_t *norm = json_object_get(a, "normalized");
         t->normalized = norm ? json_is_true(norm) : !t->special;
+        tok->special[id] |= TOK_FLAG_ADDED;
         if (t->special)
-            tok->special[id] = 1;
+            tok->special[id] |= TOK_FLAG_SPECIAL;
         if (id > max_added)
             max_added = id;
     }

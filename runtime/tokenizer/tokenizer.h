@@ -71,6 +71,9 @@ const uint8_t *tok_bytes(const dsk_tokenizer *tok, int32_t id, size_t *len);
 int tok_vocab_size(const dsk_tokenizer *tok);
 /* Whether id is an added token marked special (skipped by Hugging Face's skip_special_tokens). */
 int tok_is_special(const dsk_tokenizer *tok, int32_t id);
+/* Whether id is an added token, special or not (every chat-format control token: <｜User｜>, ｜DSML｜,
+ * <think>, ...): text never encodes to it unless added tokens are matched. */
+int tok_is_added(const dsk_tokenizer *tok, int32_t id);
 /* <｜begin▁of▁sentence｜> and <｜end▁of▁sentence｜> (model.md §5), looked up by string; -1 if absent. */
 int32_t tok_bos(const dsk_tokenizer *tok);
 int32_t tok_eos(const dsk_tokenizer *tok);

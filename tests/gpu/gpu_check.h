@@ -52,5 +52,11 @@ void test_topk(gpu_ctx *c);
 void test_exl3_decode(gpu_ctx *c);
 void test_exl3_mm(gpu_ctx *c);
 void test_exl3_moe(gpu_ctx *c);
+void test_cast(gpu_ctx *c);
+void test_index_score(gpu_ctx *c);
+void test_cand_blocks(gpu_ctx *c);
+void test_moe_route(gpu_ctx *c);
+void test_sample(gpu_ctx *c);
+void test_dspark_conf(gpu_ctx *c);
 
 #endif

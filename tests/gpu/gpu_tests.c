@@ -75,6 +75,9 @@ static const family_test tests[] = {
     {"stream_read", test_stream_read}, {"rmsnorm", test_rmsnorm}, {"rope", test_rope},
     {"rowmm_bf16", test_rowmm},         {"topk", test_topk},
     {"exl3_recon", test_exl3_decode},   {"exl3_mm", test_exl3_mm},   {"exl3_moe", test_exl3_moe},
+    {"cast", test_cast},
+    {"index_score", test_index_score},  {"cand_blocks", test_cand_blocks}, {"moe_route", test_moe_route},
+    {"sample", test_sample},            {"dspark_conf", test_dspark_conf},
 };
 
 int main(int argc, char **argv)

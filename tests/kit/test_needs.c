@@ -93,6 +93,40 @@ static void sweep_config(const model_config *c, const char *name, const need_lis
                             c->candidate_topk_blocks);
         }
     }
+    /* index_score per index source, cand_blocks on the candidate source, routing, sampling, DSpark */
+    for (int L = 0; L < c->n_layers; L++)
+        if (c->roles[L].is_index_source) {
+            rule_variant v;
+            assert_int_equal(rule_index_score_pick(c->index_n_heads, c->index_head_dim, &v), 0);
+            expect(&s, "index_score", v.family, v.params, L);
+            if (c->roles[L].is_candidate_source) {
+                rule_variant vm;
+                rule_cand_blocks_pick(&v, &vm);
+                expect(&s, "cand_blocks", v.family, v.params, L);
+                expect(&s, "cand_mask", vm.family, vm.params, L);
+            }
+        }
+    {
+        rule_variant v;
+        assert_int_equal(rule_moe_route_pick(c->n_routed_experts, c->n_activated_experts, &v), 0);
+        expect(&s, "moe_route", v.family, v.params, c->n_routed_experts);
+        if (c->n_mtp_layers > 0) {
+            assert_int_equal(rule_moe_route_pick(c->dspark_n_routed_experts, c->dspark_n_activated_experts, &v), 0);
+            expect(&s, "drafter moe_route", v.family, v.params, c->dspark_n_routed_experts);
+        }
+        rule_sample_pick(&v);
+        expect(&s, "sample", v.family, v.params, c->vocab_size);
+        expect_topk(&s, "sample candidates", c->vocab_size, RULE_SAMPLE_CANDIDATES);
+        if (c->n_mtp_layers > 0) {
+            rule_dspark_conf_pick(&v);
+            expect(&s, "dspark_conf", v.family, v.params, 0);
+            for (int rows = 1; rows <= MAX_ROWS; rows++) /* the Markov bias: rowmm_bf16 over <= 16 rows */
+                for (int r0 = 0; r0 < rows; r0 += 16) {
+                    snprintf(p, sizeof p, "M=%d", rule_rowmm_bucket(rows - r0 < 16 ? rows - r0 : 16));
+                    expect(&s, "Markov bias rowmm_bf16", "rowmm_bf16", p, rows);
+                }
+        }
+    }
     assert_int_equal(s.misses, 0);
 }
 

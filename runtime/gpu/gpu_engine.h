@@ -1,0 +1,99 @@
+/* The GPU backend's insides (docs/engine.md): device state of every sequence, the round's plan, the
+ * scratch buffers of a round, and the launches of one round. Internal to runtime/gpu. */
+#ifndef DSK_GPU_ENGINE_H
+#define DSK_GPU_ENGINE_H
+
+#include "runtime/driver/kit.h"
+#include "runtime/engine/backend.h"
+#include "runtime/engram/engram_store.h"
+#include "runtime/gpu/gpu_weights.h"
+#include "runtime/launch/exl3.h"
+#include "runtime/model/rope.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* One sequence's host-side state; its device state is at fixed places (its slot) and its range of the
+ * compressed-row pools [base, base + reserve) (positions; a ratio-r source's rows are positions / r). */
+typedef struct {
+    int open;
+    unsigned flags;
+    int64_t reserve, base;
+    int64_t len;          /* committed (the engine's) */
+    int32_t *tokens;      /* [reserve] token ids (Engram's history) */
+    int32_t *cids;        /* [reserve] their Engram compressed ids */
+} gpu_seq;
+
+/* A round's plan: everything a round's kernels read per row, in one host buffer copied in one go into a
+ * device buffer of the same layout. Offsets in bytes from the start of either. */
+typedef struct {
+    size_t tokens, pos, rope_pos;            /* i32 [R]: token, position, position for RoPE */
+    size_t attn[3];                          /* sparse_attn_row [R] per ratio 0, 1, 2 */
+    size_t key_base[3], reach[3];            /* i32 [R] per ratio: index-key pool row of the sequence, reach */
+    size_t ring_dst;                         /* i32 [R]: ring row of the row's key, or -1 */
+    size_t state_dst;                        /* i32 [R]: ratio-2 state row of the row's a_t, s_t, or -1 */
+    size_t emit_src[3], emit_dst[3], emit_pos[3]; /* i32 [R] per ratio: the round row a latent comes from (r1),
+                                              * its pool row (-1: none), its position j·r */
+    size_t pool2;                            /* i32 [R][2]: ratio-2 pooling entries */
+    size_t sample_src;                       /* i32 [R]: round rows of the sampling rows */
+    size_t engram;                           /* the Engram records (or table rows) of every Engram layer */
+    size_t bytes;
+} gpu_plan_layout;
+
+typedef struct gpu_backend gpu_backend;
+
+struct gpu_backend {
+    dsk_gpu g;
+    kit *k;
+    CUstream s;
+    gpu_weights w;
+    const model_config *cfg;
+    const uint32_t *valid;         /* host: the tokenizer's ids */
+    CUdeviceptr valid_dev;
+    rank_xchg *xchg;
+    engram_store *eg;
+    engram_source eg_src;
+    st_set *st;                    /* the checkpoint (kept open: Engram host rows, and the tensors' identity) */
+    char device[192];
+
+    int max_seqs, max_rows, ring, spare;
+    int64_t context, pool;
+    gpu_seq *seqs;
+    /* the pool's allocator: sequences' ranges, first fit (sorted by base) */
+    int64_t *range_base, *range_len;
+    int nranges;
+
+    /* device state */
+    CUdeviceptr rings;             /* bf16 [layers][seqs][ring][hd] */
+    CUdeviceptr dring;             /* bf16 [stages][seqs][ring][hd] DSpark main KV */
+    CUdeviceptr state_a, state_s;  /* fp32 [ratio-2 sources][seqs][ring][hd] */
+    CUdeviceptr ckv[64], ikv[64];  /* per kv source layer: bf16 [pool rows][hd], [pool rows][ihd] */
+    int state_index[64];           /* ratio-2 source layer -> its index in state_a/s */
+
+    /* per-kind RoPE frequencies θ′_j: [0] ratio 0 / DSpark, [1] ratio > 0 */
+    CUdeviceptr freqs[2];
+
+    /* the round's plan */
+    gpu_plan_layout plan;
+    void *plan_host;               /* pinned */
+    CUdeviceptr plan_dev;
+
+    /* a round's scratch, sized for max_rows */
+    CUdeviceptr X, X2, coef, coef2, pi0;     /* streams, coefficients, one-hot π */
+    CUdeviceptr xn, qkv, q, qi, kv, o, z, y32, y16, wix, score, sel, lat, lat2, a32, s32, ik, bs, cand;
+    CUdeviceptr logits, head_in, tokens_out, logprob_out, top_ids_out, top_lp_out, sample_params;
+    CUdeviceptr moe_ids, moe_w, gate_logits, eg_rows, eg_kv, taps;
+    CUdeviceptr ws_misc;
+    size_t ws_misc_bytes;
+    int64_t score_cap;             /* floats per row of score */
+    exl3_workspace ws;
+    int qkv_ld;                    /* the grouped wq_a/wkv/(compressor r1) output's row width */
+    uint8_t *eg_host;              /* pinned host memory of the round's Engram records */
+    size_t eg_host_bytes;
+};
+
+/* Run one round on the device: the plan is in plan_host; returns after the drawn tokens (and logprobs)
+ * are back on the host. */
+int gpu_round(gpu_backend *b, const engine_row *rows, int n, engine_out *out);
+
+#endif

@@ -1,0 +1,70 @@
+/* The GPU backend's weights: every tensor of the checkpoint's schema uploaded once, as stored (EXL3 as it
+ * is on disk; norms stored as f32 rounded to bf16, as REF holds them), into one device arena sized and
+ * checked against the free memory before anything is uploaded. A rank uploads only its slice (model.md
+ * §6; tp = 1 today: the whole model). Internal to runtime/gpu. */
+#ifndef DSK_GPU_WEIGHTS_H
+#define DSK_GPU_WEIGHTS_H
+
+#include "runtime/driver/cuda_api.h"
+#include "runtime/launch/exl3.h"
+#include "runtime/model/config.h"
+#include "runtime/model/engram_layout.h"
+#include "runtime/weights/safetensors.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* One block's device weights (a backbone layer or a DSpark stage). Widths as in runtime/cpu/cpu_model.h. */
+typedef struct {
+    CUdeviceptr attn_norm, ffn_norm, q_norm, kv_norm;   /* bf16 */
+    exl3_dev_linear wq_a, wq_b, wkv, wo_b;
+    exl3_dev_linear wo_a[16];                            /* one linear per group: its columns of wo_a */
+    CUdeviceptr attn_sink;                               /* fp32 [H] */
+    CUdeviceptr hc_fn[2], hc_base[2], hc_scale[2];       /* fp32: attn, ffn */
+    int n_experts, n_active;
+    CUdeviceptr gate;                                    /* bf16 [E][d] */
+    CUdeviceptr gate_bias;                               /* fp32 [E] */
+    exl3_moe_experts experts;                            /* routed: W1, W3, W2 per expert */
+    exl3_moe_experts shared;                             /* the shared expert (one) */
+    /* kv source */
+    exl3_dev_linear c_wkv, c_wgate, ix_wk;
+    CUdeviceptr c_norm, ix_k_norm;
+    /* index source */
+    exl3_dev_linear ix_wq_b;
+    CUdeviceptr ix_wproj;                                /* bf16 [index_n_heads][d] */
+    /* Engram before this layer */
+    exl3_dev_linear eg_wkv;
+    CUdeviceptr eg_w;                                    /* fp32 [hc][d] q_weight ⊙ k_weight */
+    CUdeviceptr eg_values, eg_scales;                    /* the table on the device (placement "device"), or 0 */
+} gpu_block;
+
+typedef struct {
+    model_config cfg;
+    CUdeviceptr arena;
+    size_t arena_bytes, used;
+    CUdeviceptr embed;                 /* bf16 [V][d] */
+    exl3_dev_linear head;              /* d -> V */
+    CUdeviceptr norm;                  /* bf16 [d] */
+    gpu_block *blocks;                 /* [n_all_layers] */
+    /* host copies the round's host work needs (hashing): */
+    engram_layout engram;
+    int32_t *token_map;                /* [V] (owned) */
+    /* DSpark extras */
+    exl3_dev_linear main_proj;
+    CUdeviceptr main_norm, mtp_norm, markov_embed, markov_head, confidence; /* bf16 */
+} gpu_weights;
+
+typedef struct {
+    int engram_on_device;   /* upload the Engram tables (placement "device") */
+    int progress;           /* a progress line on stderr (per GiB, and GiB/s at the end) */
+} gpu_weights_opts;
+
+/* The bytes the arena needs for cfg's schema in ckpt (what gpu_weights_load will allocate). */
+int gpu_weights_bytes(const model_config *cfg, const st_set *ckpt, const gpu_weights_opts *o, size_t *bytes);
+/* Upload every tensor and bind the blocks. Checks the free device memory first: a GPU that lacks it is a
+ * refusal naming what is needed and what is free, before anything is allocated. The context must be
+ * current. */
+int gpu_weights_load(const model_config *cfg, const st_set *ckpt, const gpu_weights_opts *o, gpu_weights *w);
+void gpu_weights_free(gpu_weights *w);
+
+#endif
