@@ -1,11 +1,15 @@
 #include "manifest/needs.h"
 #include "runtime/common/error.h"
+#include "runtime/common/kv_quant.h"
 #include "manifest/rules/rules.h"
 #include "runtime/weights/safetensors.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Rows of a sparse attention launch swept (a prompt chunk has at most this many). */
+#define SPARSE_ATTN_NEEDS_ROWS 4096
 
 /* Add a rule's pick unless already listed. */
 static int add_variant(need_list *l, const char *why, const rule_variant *v)
@@ -134,6 +138,82 @@ int needs_for_model(const model_config *c, const needs_settings *s, need_list *o
         rc |= add_variant(out, "DSpark confidence, Markov bias add", &v);
         for (int r = 1; r <= (max_rows < 16 ? max_rows : 16); r++)
             rc |= add(out, "DSpark Markov bias", "rowmm_bf16", "M=%d", rule_rowmm_bucket(r));
+    }
+    /* embed: the backbone's and the drafter's token rows into hc streams */
+    rule_embed_pick(c->hc_mult, &v);
+    rc |= add_variant(out, "embedding into the hc streams", &v);
+    /* mhc_mix: the coefficients of every sublayer (backbone and DSpark stages) */
+    rule_mhc_mix_pick(c->hc_mult, &v);
+    rc |= add_variant(out, "mHC mixes and Sinkhorn of every sublayer", &v);
+    /* mhc_pre: every sublayer input (with attn_norm / ffn_norm) and the head's u (final norm), width dim */
+    rule_mhc_pre_pick(c->hc_mult, c->dim, &v);
+    rc |= add_variant(out, "mHC pre with the sublayer or final RMSNorm", &v);
+    /* mhc_post: every sublayer output back into the streams */
+    rule_mhc_post_pick(c->hc_mult, &v);
+    rc |= add_variant(out, "mHC post of every sublayer", &v);
+    /* tap_mean: the streams' mean at the DSpark target layers */
+    if (c->n_mtp_layers > 0 && c->n_dspark_targets > 0) {
+        rule_tap_mean_pick(c->hc_mult, &v);
+        rc |= add_variant(out, "DSpark taps (mean of the streams)", &v);
+    }
+    /* vec_glue: every layer's window keys (RMSNorm, RoPE, FP8; the DSpark stages' main KV the same), q_norm,
+     * Q's RoPE and o's inverse RoPE; a kv source's latent norm, latent RoPE + FP4/e4m3 and index keys
+     * (norm, RoPE, FP4/e8m0); an index source's queries (RoPE, FP4/e8m0). The pick depends on the width
+     * and the QDQ kind only, never on the rows. */
+    {
+        int kv_source = 0, index_source = 0, ratio2 = 0;
+        for (int l = 0; l < c->n_layers; l++) {
+            kv_source |= c->roles[l].is_kv_source;
+            index_source |= c->roles[l].is_index_source;
+            ratio2 |= c->roles[l].is_kv_source && c->roles[l].ratio == 2;
+        }
+        struct {
+            const char *why;
+            int width, qdq, on;
+        } glue[] = {
+            {"window keys (kv_norm, RoPE, FP8)", c->head_dim, KVQ_FP8_E4M3, 1},
+            {"q_norm", c->q_lora_rank, KVQ_NONE, 1},
+            {"RoPE of Q, inverse RoPE of o, compressor norm", c->head_dim, KVQ_NONE, 1},
+            {"compressed latents (RoPE, FP4/e4m3)", c->head_dim, KVQ_FP4_E4M3, kv_source},
+            {"index keys (k_norm, RoPE, FP4/e8m0)", c->index_head_dim, KVQ_FP4_E8M0, kv_source},
+            {"index queries (RoPE, FP4/e8m0)", c->index_head_dim, KVQ_FP4_E8M0, index_source},
+        };
+        for (size_t i = 0; i < sizeof glue / sizeof glue[0]; i++)
+            if (glue[i].on) {
+                rule_vec_glue_pick(glue[i].width, glue[i].qdq, &v);
+                rc |= add_variant(out, glue[i].why, &v);
+            }
+        /* rows_copy: window-ring writes, compressed-row and index-key stores, the ratio-2 state */
+        rule_rows_copy_pick(&v);
+        rc |= add_variant(out, "ring writes, compressed-row stores, compressor state", &v);
+        /* compress_pool: the ratio-2 compressors' pooling */
+        if (ratio2) {
+            rule_compress_pool_pick(&v);
+            rc |= add_variant(out, "ratio-2 compressor pooling", &v);
+        }
+    }
+    /* engram_rows: records from the row store (host or NVMe) and rows of a device-resident table (where the
+     * table lives is a serving setting needs does not see, so both); engram_gate at the residual width */
+    if (c->n_engram_layers > 0) {
+        rule_engram_rows_pick(0, &v);
+        rc |= add_variant(out, "Engram rows from the row store's records", &v);
+        rule_engram_rows_pick(1, &v);
+        rc |= add_variant(out, "Engram rows from a device-resident table", &v);
+        rule_engram_gate_pick(c->dim, &v);
+        rc |= add_variant(out, "Engram gate", &v);
+    }
+    /* sparse attention: each layer's lists (the window, plus the top-k on ratio > 0 layers, plus a block on
+     * the DSpark stages) at every row count of a decode round or a prompt chunk; the whole-list form or the
+     * three steps of the split form, as rule_sparse_attn_split decides */
+    for (int l = 0; l < c->n_layers + (c->n_mtp_layers > 0); l++) {
+        int list = c->window_size + (l == c->n_layers ? c->dspark_block_size : c->roles[l].ratio > 0 ? c->index_topk : 0);
+        for (int rows = 1; rows <= SPARSE_ATTN_NEEDS_ROWS; rows++) {
+            int split = rule_sparse_attn_split(rows, c->n_heads, list);
+            for (int mode = split ? 1 : 0; mode <= (split ? 3 : 0); mode++) {
+                rule_sparse_attn_pick(c->head_dim, mode, &v);
+                rc |= add_variant(out, "sparse attention", &v);
+            }
+        }
     }
     if (rc) {
         need_list_free(out);

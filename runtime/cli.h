@@ -19,6 +19,7 @@ int bench_build(int argc, char **argv);  /* runtime/bench/bench_kit.c */
 int bench_kit(int argc, char **argv);    /* runtime/bench/bench_kit.c */
 int bench_exl3_cpu(int argc, char **argv); /* runtime/bench/bench_exl3_cpu.c */
 int bench_exl3(int argc, char **argv);     /* runtime/bench/bench_exl3.c: the EXL3 GPU kernels */
+int bench_decode(int argc, char **argv);   /* runtime/bench/bench_decode.c: dskit bench decode (GPU) */
 int bench_cpu(int argc, char **argv);      /* runtime/bench/bench_cpu.c: dskit bench cpu */
 int bench_tokenize(int argc, char **argv); /* runtime/tokenizer/bench_tokenize.c */
 int bench_exchange(int argc, char **argv); /* runtime/ranks/bench_exchange.c */

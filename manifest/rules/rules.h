@@ -69,5 +69,38 @@ int rule_sample_candidates(int V);
 /* dspark_conf: the one variant, and the blocks per row that add the Markov bias to V logits. */
 void rule_dspark_conf_pick(rule_variant *v);
 int rule_dspark_conf_bias_blocks(int V);
+/* embed: the variant for hc streams. */
+void rule_embed_pick(int hc, rule_variant *v);
+/* mhc_mix: the variant for hc streams (hc <= 4), and the rows one CTA of its partial step takes: 16 for
+ * launches of up to 64 rows (more CTAs on the weight), else 64 (the weight re-read from L2 less often).
+ * Neither changes a row's bits: the sum order depends on hc·d only. */
+void rule_mhc_mix_pick(int hc, rule_variant *v);
+int rule_mhc_mix_rows_per_cta(int rows);
+/* mhc_pre: threads per row are rmsnorm's for the width, so the fused RMSNorm equals op_rmsnorm's bits. */
+int rule_mhc_pre_threads(int d);
+void rule_mhc_pre_pick(int hc, int d, rule_variant *v);
+/* mhc_post: the variant for hc streams. */
+void rule_mhc_post_pick(int hc, rule_variant *v);
+/* tap_mean: the variant for hc streams. */
+void rule_tap_mean_pick(int hc, rule_variant *v);
+/* vec_glue: 16-byte chunks per lane (1, 2, 5, 8) of a vector of `width` (at most 2048; 0 beyond), and
+ * the variant for that width and QDQ kind (runtime/common/kv_quant.h). */
+int rule_vec_glue_chunks(int width);
+void rule_vec_glue_pick(int width, int qdq, rule_variant *v);
+/* rows_copy: the one variant. */
+void rule_rows_copy_pick(rule_variant *v);
+/* compress_pool: the one variant. */
+void rule_compress_pool_pick(rule_variant *v);
+/* engram_rows: from records uploaded by the host (0) or from a device-resident table (1). */
+void rule_engram_rows_pick(int from_table, rule_variant *v);
+/* engram_gate: threads per (row, stream) block for the residual width d, and the variant. */
+int rule_engram_gate_threads(int d);
+void rule_engram_gate_pick(int d, rule_variant *v);
+/* sparse_attn: the variant for head_dim (128 or 512) in a mode: 0 the whole list per CTA, 1-3 the steps
+ * of the list split per 64-entry block (scores, values, merge); both give a row the same bits. */
+void rule_sparse_attn_pick(int head_dim, int mode, rule_variant *v);
+/* Whether a launch of `rows` rows of `heads` heads with lists of at most max_list entries splits them
+ * (flash-decoding: few rows) or walks each list in one CTA. */
+int rule_sparse_attn_split(int rows, int heads, int max_list);
 
 #endif

@@ -25,6 +25,9 @@ static const bench_entry benches[] = {
                              "PACKDIR: a pack to read, or where to generate one"},
     {"grammar", bench_grammar, "grammar [--tokenizer FILE] [--walks N] [--seed S] [--cpu]: constrained decoding: compile time "
                                "and per-token mask time (p50, p99) along random walks, schemas of growing size"},
+    {"decode", bench_decode, "decode --kit KIT --model DIR [--contexts 4096,65536] [--rounds N]: the GPU engine's "
+                             "decode rounds (1-16 rows, a 6-row verify window): time per layer, its EXL3 matmuls "
+                             "alone, bytes read against the roofline, launches per layer; prompt tok/s"},
     {"cpu", bench_cpu, "cpu [--model DIR] [--prompt-len N] [--decode N] [--threads N] [--reps N]: the CPU model's "
                        "prefill and decode tok/s (default: the tiny synthetic checkpoint), serial and drafted"},
 };

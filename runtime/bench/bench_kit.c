@@ -11,10 +11,22 @@
 #include "runtime/launch/rmsnorm.h"
 #include "runtime/launch/rope.h"
 #include "runtime/launch/rowmm.h"
+#include "runtime/launch/sparse_attn.h"
+#include "kit/src/sparse_attn_abi.cuh"
 #include "runtime/launch/stream_read.h"
 #include "runtime/launch/topk.h"
+#include "runtime/launch/embed.h"
+#include "runtime/launch/mhc.h"
+#include "runtime/launch/tap_mean.h"
+#include "runtime/launch/compress_pool.h"
+#include "runtime/launch/engram_gate.h"
+#include "runtime/launch/engram_rows.h"
+#include "runtime/launch/rows_copy.h"
+#include "runtime/launch/vec_glue.h"
+#include "runtime/ref/rope.h"
 #include "manifest/rules/rules.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,8 +207,205 @@ static int row(const char *op, const char *shape, CUstream s, int batch, gpu_lau
     return 0;
 }
 
+/* The mHC families at the release's shapes (hc 4, d 5120, hc_fn 24 x 20480 fp32) */
+typedef struct {
+    const kit *k;
+    CUstream s;
+    mhc_dims md;
+    CUdeviceptr x, fn, base, scale, coef, ws, y, yraw, xout, g, ids, table, pi, taps;
+    size_t ws_bytes;
+    int rows, norm;
+} mhc_bench;
+
+static int launch_mhc_mix(void *p)
+{
+    mhc_bench *b = p;
+    return op_mhc_mix(b->k, b->s, &b->md, b->x, b->fn, b->base, b->scale, b->coef, b->rows, b->ws, b->ws_bytes);
+}
+
+static int launch_mhc_pre(void *p)
+{
+    mhc_bench *b = p;
+    return op_mhc_pre(b->k, b->s, b->x, b->coef, (2 + b->md.hc) * b->md.hc, b->norm ? b->g : 0, 1e-20f, b->y,
+                      b->norm ? b->yraw : 0, b->rows, b->md.hc, b->md.d);
+}
+
+static int launch_mhc_post(void *p)
+{
+    mhc_bench *b = p;
+    return op_mhc_post(b->k, b->s, b->y, b->x, b->coef, b->xout, b->rows, b->md.hc, b->md.d);
+}
+
+static int launch_embed(void *p)
+{
+    mhc_bench *b = p;
+    return op_embed(b->k, b->s, b->table, 129280, b->ids, b->xout, b->pi, b->rows, b->md.hc, b->md.d);
+}
+
+static int launch_tap_mean(void *p)
+{
+    mhc_bench *b = p;
+    return op_tap_mean(b->k, b->s, b->x, b->taps, b->rows, b->md.hc, b->md.d, 3, 1);
+}
+
+static int mhc_families(const kit *k, CUstream s, CUdeviceptr big, double roof)
+{
+    const int hc = 4, d = 5120, K = hc * d, M = (2 + hc) * hc, P = 4096;
+    mhc_bench b = {.k = k, .s = s, .md = {hc, d, 20, 1e-20f, 1e-6f}};
+    /* carved from the big buffer (its fill, bf16/fp32 0x3c00 patterns, is finite); the embedding table
+     * last: 129280 x 5120 bf16 */
+    b.x = big, b.fn = big + (256ull << 20), b.base = b.fn + (4ull << 20), b.scale = b.base + 4096;
+    b.coef = b.base + (1ull << 20), b.ws = big + (272ull << 20), b.y = big + (512ull << 20);
+    b.yraw = big + (600ull << 20), b.xout = big + (768ull << 20), b.g = big + (1000ull << 20);
+    b.pi = big + (1010ull << 20), b.taps = big + (1020ull << 20), b.ids = big + (1180ull << 20);
+    b.table = big + (1200ull << 20);
+    b.ws_bytes = op_mhc_mix_ws_bytes(P, hc, d);
+    int32_t *ids = malloc(sizeof(int32_t) * P);
+    if (!ids)
+        return dsk_err("bench kit: out of host memory");
+    dsk_rng r;
+    dsk_rng_seed(&r, 11);
+    for (int i = 0; i < P; i++)
+        ids[i] = (int32_t)dsk_rng_below(&r, 129280);
+    CUresult cr = cu.cuMemcpyHtoD(b.ids, ids, sizeof(int32_t) * P);
+    free(ids);
+    CU_TRY(cr);
+    char shape[64];
+    /* mixes: the weight's bytes against the roofline (x adds rows x 40 KiB more) */
+    const int mix_rows[] = {1, 8, 64, 1024, 4096};
+    for (size_t i = 0; i < sizeof mix_rows / sizeof mix_rows[0]; i++) {
+        b.rows = mix_rows[i];
+        snprintf(shape, sizeof shape, "rows %d, 24 x 20480 (weight GB/s)", b.rows);
+        if (row("mhc_mix", shape, s, 20, launch_mhc_mix, &b, 4.0 * M * K, roof))
+            return -1;
+    }
+    /* the sublayer coefficients stay as mhc_mix left them for pre and post */
+    const int rows[] = {1, 16, 64, P};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        for (b.norm = 0; b.norm < 2; b.norm++) {
+            b.rows = rows[i];
+            snprintf(shape, sizeof shape, "rows %d x hc 4 x 5120%s", b.rows, b.norm ? ", norm + y" : "");
+            double bytes = 2.0 * b.rows * (hc + 1 + b.norm) * d + 4.0 * b.rows * M + 2.0 * b.norm * d;
+            if (row("mhc_pre", shape, s, 20, launch_mhc_pre, &b, bytes, roof))
+                return -1;
+        }
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        b.rows = rows[i];
+        snprintf(shape, sizeof shape, "rows %d x hc 4 x 5120", b.rows);
+        if (row("mhc_post", shape, s, 20, launch_mhc_post, &b, 2.0 * b.rows * (2 * hc + 1) * d + 4.0 * b.rows * M,
+                roof))
+            return -1;
+    }
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        b.rows = rows[i];
+        snprintf(shape, sizeof shape, "rows %d -> hc 4 x 5120", b.rows);
+        if (row("embed", shape, s, 20, launch_embed, &b, 2.0 * b.rows * (hc + 1) * d + 4.0 * b.rows * (hc + 1), roof))
+            return -1;
+    }
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        b.rows = rows[i];
+        snprintf(shape, sizeof shape, "rows %d x hc 4 x 5120", b.rows);
+        if (row("tap_mean", shape, s, 20, launch_tap_mean, &b, 2.0 * b.rows * (hc + 1) * d, roof))
+            return -1;
+    }
+    return 0;
+}
+static int glue_families(const kit *k, CUstream s, CUdeviceptr big, double roof);
+typedef struct {
+    const kit *k;
+    CUstream s;
+    sparse_attn_args a;
+    int split;
+} attn_bench;
+
+static int launch_attn(void *p)
+{
+    attn_bench *b = p;
+    return op_sparse_attn_form(b->k, b->s, &b->a, b->split);
+}
+
+/* sparse_attn at the release shape (64 heads x 512, RoPE 64, window 128): decode rounds of rows from
+ * distinct sequences deep into a long context (each row its own ring and 2048 compressed rows, lists of the
+ * window only or the window + 512 selected), both forms; a 4096-row prompt chunk of one sequence (window
+ * from the chunk, 512 of ~50k compressed rows per row). GB/s: the keys the lists read, against the roofline. */
+static int bench_sparse_attn(const kit *k, CUstream s, CUdeviceptr big, double roof)
+{
+    enum { H = 64, HD = 512, W = 128, TOPK = 512, RING = W + 8, POOL = 2048, PROMPT = 4096 };
+    CUdeviceptr q = big, out = big + (256ull << 20), pool = big + (512ull << 20), ring = big + (768ull << 20),
+                call = big + (800ull << 20), meta = big + (900ull << 20), sel = big + (901ull << 20),
+                sink = big + (920ull << 20), freqs = big + (921ull << 20), ws = big + (1024ull << 20);
+    sparse_attn_row *m = malloc(sizeof(sparse_attn_row) * PROMPT);
+    int32_t *ix = malloc(sizeof(int32_t) * (size_t)PROMPT * TOPK);
+    float *f = malloc(sizeof(float) * H);
+    if (!m || !ix || !f) {
+        free(m), free(ix), free(f);
+        return dsk_err("bench kit: out of host memory");
+    }
+    dsk_rng r;
+    dsk_rng_seed(&r, 11);
+    for (int h = 0; h < H; h++)
+        f[h] = 0.5f;
+    CUresult cr = cu.cuMemcpyHtoD(sink, f, sizeof(float) * H);
+    for (int i = 0; i < 32; i++)
+        f[i] = powf(10000.0f, -(float)i / 32.0f);
+    if (cr == CUDA_SUCCESS)
+        cr = cu.cuMemcpyHtoD(freqs, f, sizeof(float) * 32);
+    free(f);
+    attn_bench b = {.k = k, .s = s};
+    b.a = (sparse_attn_args){.q = q, .kv_call = call, .kv_ring = ring, .kv2 = pool, .sel = sel, .rows_desc = meta,
+                             .sink = sink, .freqs = freqs, .out = out, .ws = ws, .ws_bytes = 3ull << 30, .heads = H,
+                             .head_dim = HD, .ring = RING, .sel_ld = TOPK, .rope_dim = 64};
+    char shape[64];
+    int rc = 0;
+    for (int prompt = 0; prompt < 2 && rc == 0 && cr == CUDA_SUCCESS; prompt++) {
+        const int decode_rows[] = {1, 4, 16, 64}, prompt_rows[] = {PROMPT};
+        for (int ri = 0; ri < (prompt ? 1 : 4) && rc == 0; ri++)
+            for (int nsel = prompt ? TOPK : 0; nsel <= TOPK && rc == 0; nsel += TOPK) {
+                int rows = prompt ? prompt_rows[ri] : decode_rows[ri];
+                int64_t reach = prompt ? (100000 + rows) / 2 : POOL; /* compressed rows a row selects from */
+                for (int i = 0; i < rows; i++) {
+                    int pos = 100000 + (prompt ? i : 0);
+                    m[i] = (sparse_attn_row){.pos = pos, .win_lo = pos - W + 1, .win_hi = pos,
+                                             .call_pos0 = prompt ? 100000 : pos, .call_row0 = prompt ? 0 : i,
+                                             .ring_base = prompt ? 0 : i * RING, .base2 = prompt ? 0 : i * POOL,
+                                             .nsel = nsel};
+                    int got = 0; /* nsel ascending distinct rows of the reachable ones */
+                    for (int64_t j = 0; j < reach && got < nsel; j++)
+                        if ((int64_t)dsk_rng_below(&r, (uint64_t)(reach - j)) < nsel - got)
+                            ix[(size_t)i * TOPK + got++] = (int32_t)j;
+                }
+                if ((cr = cu.cuMemcpyHtoD(meta, m, sizeof(sparse_attn_row) * (size_t)rows)) != CUDA_SUCCESS ||
+                    (cr = cu.cuMemcpyHtoD(sel, ix, sizeof(int32_t) * (size_t)rows * TOPK)) != CUDA_SUCCESS ||
+                    (cr = cu.cuCtxSynchronize()) != CUDA_SUCCESS)
+                    break;
+                b.a.rows = rows, b.a.max_list = W + TOPK;
+                double bytes = (double)rows * (W + nsel) * HD * 2;
+                int rule = rule_sparse_attn_split(rows, H, b.a.max_list);
+                for (int form = 0; form < (prompt ? 1 : 2) && rc == 0; form++) {
+                    b.split = prompt ? 0 : form;
+                    snprintf(shape, sizeof shape, "%s %d, list %d, %s%s", prompt ? "prompt" : "rows", rows, W + nsel,
+                             b.split ? "split" : "whole", b.split == rule ? " (rule)" : "");
+                    rc = row("sparse_attn", shape, s, 10, launch_attn, &b, bytes, roof);
+                }
+            }
+    }
+    free(m);
+    free(ix);
+    if (cr != CUDA_SUCCESS)
+        return dsk_cu_fail(cr, "bench kit: sparse_attn inputs");
+    return rc;
+}
+
+/* `dskit bench kit KIT --only FAMILY`: that family's rows alone (a kit holding it and stream_read will do). */
+static const char *bench_only;
+
 static int families(const kit *k, CUstream s, CUdeviceptr big, double roof)
 {
+    if (bench_only) {
+        if (!strcmp(bench_only, "sparse_attn"))
+            return bench_sparse_attn(k, s, big, roof);
+        return dsk_err("bench kit: --only %s: a family with its own rows is one of: sparse_attn", bench_only);
+    }
     launch_ctx c = {.k = k, .s = s};
     char shape[64];
     printf("\n%-12s %-42s %10s %10s %10s %8s\n", "family", "shape", "eager us", "graph us", "GB/s", "roof");
@@ -282,7 +491,166 @@ static int families(const kit *k, CUstream s, CUdeviceptr big, double roof)
                 return -1;
         }
 
+    if (mhc_families(k, s, big, roof))
+        return -1;
     return bench_kit_engine(k, s, roof);
+    return glue_families(k, s, big, roof);
+}
+
+/* The glue families (vec_glue, rows_copy, compress_pool, engram_rows, engram_gate) at the model's shapes. */
+typedef struct {
+    const kit *k;
+    CUstream s;
+    vec_glue_op op;
+    compress_pool_src pool;
+    CUdeviceptr x, y, a, b, c;
+    int rows, heads, width, n, bytes, from_table;
+} glue_ctx;
+
+static int launch_vec_glue(void *p)
+{
+    glue_ctx *g = p;
+    return op_vec_glue(g->k, g->s, &g->op, g->x, g->heads * g->width, g->y, g->heads * g->width, g->rows, g->heads,
+                       g->width);
+}
+
+static int launch_rows_copy(void *p)
+{
+    glue_ctx *g = p;
+    return op_rows_copy(g->k, g->s, g->x, g->bytes, 0, g->y, g->bytes, g->a, g->n, g->bytes);
+}
+
+static int launch_compress_pool(void *p)
+{
+    glue_ctx *g = p;
+    return op_compress_pool(g->k, g->s, &g->pool, g->a, g->y, 512, g->n, 512);
+}
+
+static int launch_engram_rows(void *p)
+{
+    glue_ctx *g = p;
+    return g->from_table ? op_engram_table_rows(g->k, g->s, g->a, g->b, g->c, g->n, 24, 256, g->y, 24 * 256)
+                         : op_engram_records(g->k, g->s, g->x, g->n, 24, 256, g->y, 24 * 256);
+}
+
+static int launch_engram_gate(void *p)
+{
+    glue_ctx *g = p;
+    return op_engram_gate(g->k, g->s, g->x, g->a, g->b, g->rows, 4, 5120, 1e-20f);
+}
+
+static int upload(CUdeviceptr d, const void *h, size_t bytes)
+{
+    CU_TRY(cu.cuMemcpyHtoD(d, h, bytes));
+    return 0;
+}
+
+static int glue_families(const kit *k, CUstream s, CUdeviceptr big, double roof)
+{
+    /* above the regions the other rows use (the first 2 GiB of the 4 GiB buffer) */
+    const CUdeviceptr in = big + (2048ull << 20), out = big + (2304ull << 20), small = big + (2560ull << 20);
+    const CUdeviceptr tab = big + (2600ull << 20), tab_sc = big + (2880ull << 20);
+    const CUdeviceptr pos = small, freqs = small + (1 << 20), idx = small + (2 << 20), w = small + (4 << 20);
+    enum { MAXR = 4096, TABLE_ROWS = 1 << 20 };
+    int32_t *hp = malloc(sizeof(int32_t) * MAXR * 2);
+    int64_t *hi = malloc(sizeof(int64_t) * 64 * 24);
+    float hf[32];
+    if (!hp || !hi) {
+        free(hp);
+        free(hi);
+        return dsk_err("bench kit: out of host memory");
+    }
+    /* positions spread over a 1M context (the angles' cost does not depend on them, the values do) */
+    dsk_rng r;
+    dsk_rng_seed(&r, 11);
+    for (int i = 0; i < MAXR; i++)
+        hp[i] = (int32_t)dsk_rng_below(&r, 1 << 20);
+    rope_params rp = {64, 160000.0, 16.0, 32, 1, 65536};
+    ref_rope_freqs(&rp, hf);
+    int rc = upload(pos, hp, sizeof(int32_t) * MAXR) || upload(freqs, hf, sizeof hf);
+    /* distinct destination rows (a ring write), shuffled; then pool entries {2g, 2g+1} */
+    for (int i = 0; i < MAXR; i++)
+        hp[i] = i;
+    for (int i = MAXR - 1; i > 0; i--) {
+        int j = (int)dsk_rng_below(&r, (uint64_t)i + 1), t = hp[i];
+        hp[i] = hp[j];
+        hp[j] = t;
+    }
+    rc = rc || upload(idx, hp, sizeof(int32_t) * MAXR);
+    for (int i = 0; i < MAXR * 2; i++)
+        hp[i] = i;
+    rc = rc || upload(idx + (1 << 20), hp, sizeof(int32_t) * MAXR * 2);
+    for (int i = 0; i < 64 * 24; i++)
+        hi[i] = (int64_t)dsk_rng_below(&r, TABLE_ROWS);
+    rc = rc || upload(idx + (2 << 20) - (64 * 24 * 8), hi, sizeof(int64_t) * 64 * 24);
+    free(hp);
+    free(hi);
+    if (rc)
+        return -1;
+    CU_TRY(cu.cuCtxSynchronize());
+    glue_ctx g = {.k = k, .s = s};
+    char shape[64];
+    /* vec_glue at its launch sites: window keys (norm, RoPE, FP8, in place), Q's RoPE (in place: only the
+     * rotated 64 of 512 dims move), index queries (RoPE, FP4/e8m0), q_norm (to another buffer) */
+    struct {
+        const char *site;
+        int heads, width, norm, rope, qdq, in_place, moved; /* moved: bytes read (= written) per vector */
+    } vg[] = {{"window key", 1, 512, 1, 64, KVQ_FP8_E4M3, 1, 1024},
+              {"Q rope", 64, 512, 0, 64, KVQ_NONE, 1, 128},
+              {"index query", 32, 128, 0, 64, KVQ_FP4_E8M0, 1, 256},
+              {"q_norm", 1, 1280, 1, 0, KVQ_NONE, 0, 2560}};
+    const int vrows[] = {1, 16, 64, 4096};
+    for (size_t si = 0; si < sizeof vg / sizeof vg[0]; si++)
+        for (int ri = 0; ri < 4; ri++) {
+            g.op = (vec_glue_op){.norm_w = vg[si].norm ? w : 0, .eps = 1e-20f, .rope_dim = vg[si].rope,
+                                 .freqs = freqs, .pos = pos, .qdq = vg[si].qdq};
+            g.x = in, g.y = vg[si].in_place ? in : out, g.rows = vrows[ri], g.heads = vg[si].heads;
+            g.width = vg[si].width;
+            snprintf(shape, sizeof shape, "%s, rows %d x %d x %d", vg[si].site, vrows[ri], vg[si].heads, vg[si].width);
+            double bytes = 2.0 * vrows[ri] * vg[si].heads * vg[si].moved + (vg[si].norm ? 2.0 * vg[si].width : 0);
+            if (row("vec_glue", shape, s, 20, launch_vec_glue, &g, bytes, roof))
+                return -1;
+        }
+    /* rows_copy: window-ring writes (512 bf16) and ratio-2 state slots (2 x 512 fp32), scattered */
+    const int crow[] = {1, 16, 64, 4096}, cbytes[] = {1024, 4096};
+    for (int bi = 0; bi < 2; bi++)
+        for (int ri = 0; ri < 4; ri++) {
+            g.x = in, g.y = out, g.a = idx, g.n = crow[ri], g.bytes = cbytes[bi];
+            snprintf(shape, sizeof shape, "rows %d of %d B, scattered", crow[ri], cbytes[bi]);
+            if (row("rows_copy", shape, s, 20, launch_rows_copy, &g, 2.0 * crow[ri] * cbytes[bi] + 4.0 * crow[ri], roof))
+                return -1;
+        }
+    /* compress_pool: groups of 512 channels from a round's [rows][a | s] */
+    const int groups[] = {1, 16, 64, 2048};
+    for (int gi = 0; gi < 4; gi++) {
+        g.pool = (compress_pool_src){in, in + 2048, 1024, out, out + 2048, 1024};
+        g.a = idx + (1 << 20), g.y = out + (64 << 20), g.n = groups[gi];
+        snprintf(shape, sizeof shape, "%d groups x 512", groups[gi]);
+        if (row("compress_pool", shape, s, 20, launch_compress_pool, &g, groups[gi] * (16.0 * 512 + 2.0 * 512), roof))
+            return -1;
+    }
+    /* engram_rows: positions x 24 rows of 256, from records and from a device table of 1M rows */
+    const int epos[] = {1, 16, 64};
+    for (int t = 0; t < 2; t++)
+        for (int pi = 0; pi < 3; pi++) {
+            g.from_table = t, g.x = in, g.a = tab, g.b = tab_sc, g.c = idx + (2 << 20) - (64 * 24 * 8);
+            g.y = out, g.n = epos[pi];
+            snprintf(shape, sizeof shape, "%s, %d positions x 24 x 256", t ? "table" : "records", epos[pi]);
+            if (row("engram_rows", shape, s, 20, launch_engram_rows, &g, epos[pi] * 24.0 * (264 + 512), roof))
+                return -1;
+        }
+    /* engram_gate at d = 5120, 4 streams */
+    const int grows[] = {1, 16, 64, 4096};
+    for (int ri = 0; ri < 4; ri++) {
+        g.x = out, g.a = in, g.b = small + (8 << 20), g.rows = grows[ri];
+        snprintf(shape, sizeof shape, "rows %d x 4 x 5120", grows[ri]);
+        double bytes = grows[ri] * (2.0 * 2 * 4 * 5120 + 2.0 * 5 * 5120) + 4.0 * 4 * 5120;
+        if (row("engram_gate", shape, s, 20, launch_engram_gate, &g, bytes, roof))
+            return -1;
+    }
+    if (bench_sparse_attn(k, s, big, roof))
+        return -1;
+    return 0;
 }
 
 int bench_kit(int argc, char **argv)
@@ -294,8 +662,10 @@ int bench_kit(int argc, char **argv)
         }
         return 0;
     }
-    if (argc != 2 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: dskit bench kit KIT\n");
+    if (argc == 4 && !strcmp(argv[2], "--only"))
+        bench_only = argv[3];
+    else if (argc != 2 || argv[1][0] == '-') {
+        fprintf(stderr, "usage: dskit bench kit KIT [--only FAMILY]\n");
         return 2;
     }
     const char *path = argv[1];

@@ -3,7 +3,7 @@
 #include "runtime/common/error.h"
 #include "runtime/common/numerics.h"
 #include "runtime/cpu/compressor.h"
-#include "runtime/ref/kvquant.h"
+#include "runtime/ref/vec_glue.h"
 #include "runtime/cpu/layers.h"
 
 #include <math.h>
@@ -51,10 +51,9 @@ int attn_window_keys(const model_config *c, const block_weights *b, const uint16
 {
     if (linear_bf16(&b->wkv, xn, n, kv))
         return -1;
-    ref_rmsnorm_bf16(kv, b->kv_norm, kv, n, c->head_dim, c->norm_eps);
-    rope_apply_rows(kv, n, 1, c->head_dim, c->rope_head_dim, rope, 0);
-    for (int i = 0; i < n; i++)
-        kvq_fp8_e4m3(kv + (int64_t)i * c->head_dim, c->head_dim);
+    const ref_vec_glue_op op = {.norm_w = b->kv_norm, .eps = c->norm_eps, .rope_dim = c->rope_head_dim,
+                                .cos_sin = rope, .qdq = KVQ_FP8_E4M3};
+    ref_vec_glue(kv, c->head_dim, kv, c->head_dim, n, 1, c->head_dim, &op);
     return 0;
 }
 
@@ -97,14 +96,6 @@ done:
     return rc;
 }
 
-/* The window key of position p: this call's row, or the ring slot of a committed position. */
-static const uint16_t *window_key(const cpu_seq *s, int l, const uint16_t *kv, int64_t pos0, int64_t p, int hd)
-{
-    if (p >= pos0)
-        return kv + (p - pos0) * hd;
-    return s->win[l] + (p % s->ring) * hd;
-}
-
 int attention_layer(const cpu_model *m, cpu_seq *s, fwd_call *f, int l, const uint16_t *xn, uint16_t *out)
 {
     const model_config *c = &m->cfg;
@@ -133,17 +124,14 @@ int attention_layer(const cpu_model *m, cpu_seq *s, fwd_call *f, int l, const ui
         goto done;
     if (r->is_index_source && indexer_rows(m, s, f, l, xn, q_lat))
         goto done;
-    const uint16_t *ckv = r->ratio > 0 ? s->ckv[r->kv_source] : NULL;
+    /* the canonical list: window keys from this call at and after pos0, from the ring before it; then the
+     * row's selected compressed rows of the kv source */
+    ref_attn_keys src = {.call = kv, .call_pos0 = pos0, .ring = s->win[l], .ring_slots = s->ring,
+                         .rows2 = r->ratio > 0 ? s->ckv[r->kv_source] : NULL, .hd = hd};
     for (int i = 0; i < n; i++) {
         int64_t p = pos0 + i, first = p - W + 1 < 0 ? 0 : p - W + 1;
-        int nk = 0;
-        for (int64_t t = first; t <= p; t++)
-            keys[nk++] = window_key(s, l, kv, pos0, t, hd);
-        if (r->ratio > 0) {
-            const int32_t *sel = f->topk[r->topk_source] + (int64_t)i * c->index_topk;
-            for (int k = 0; k < f->topk_n[r->topk_source][i]; k++)
-                keys[nk++] = ckv + (int64_t)sel[k] * hd;
-        }
+        const int32_t *sel = r->ratio > 0 ? f->topk[r->topk_source] + (int64_t)i * c->index_topk : NULL;
+        int nk = ref_attn_list(&src, first, p, sel, r->ratio > 0 ? f->topk_n[r->topk_source][i] : 0, keys);
         sparse_attention_row(q + (int64_t)i * H * hd, H, hd, keys, nk, b->attn_sink + sp.h0, o + (int64_t)i * H * hd);
     }
     if (attn_output(m, b, o, n, rope, out))

@@ -4,6 +4,8 @@
 #include "runtime/ref/cand_blocks.h"
 #include "runtime/ref/index_score.h"
 #include "runtime/ref/kvquant.h"
+#include "runtime/ref/compress_pool.h"
+#include "runtime/ref/vec_glue.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -28,16 +30,6 @@ static int reserve_rows(const cpu_model *m, cpu_seq *s, int l, int64_t rows)
     s->ikv[l] = ikv;
     s->rows_cap[l] = cap;
     return 0;
-}
-
-/* Ratio-2 pooling of one group: softmax over its two tokens per channel, fp32 (model.md §3.5). */
-static void pool2(const float *a0, const float *s0, const float *a1, const float *s1, int hd, uint16_t *out)
-{
-    for (int d = 0; d < hd; d++) {
-        float mx = s0[d] > s1[d] ? s0[d] : s1[d];
-        float e0 = expf(s0[d] - mx), e1 = expf(s1[d] - mx), sum = e0 + e1;
-        out[d] = f32_to_bf16(a0[d] * (e0 / sum) + a1[d] * (e1 / sum));
-    }
 }
 
 int compressor_rows(const cpu_model *m, cpu_seq *s, int l, const uint16_t *xn, int n, int64_t pos0)
@@ -73,7 +65,7 @@ int compressor_rows(const cpu_model *m, cpu_seq *s, int l, const uint16_t *xn, i
                 a0 = s->cmp_as[l] + (p0 % s->ring) * 2 * hd;
                 g0 = a0 + hd;
             }
-            pool2(a0, g0, a + i1 * hd, g + i1 * hd, hd, lat + (j - first) * hd);
+            ref_pool2(a0, g0, a + i1 * hd, g + i1 * hd, hd, lat + (j - first) * hd);
         }
         for (int i = n > s->ring ? n - s->ring : 0; i < n; i++) {
             float *slot = s->cmp_as[l] + ((pos0 + i) % s->ring) * 2 * hd;
@@ -94,13 +86,11 @@ int compressor_rows(const cpu_model *m, cpu_seq *s, int l, const uint16_t *xn, i
     /* the index key comes from the pre-RoPE latent */
     if (linear_bf16(&b->ix_wk, lat, ne, ik))
         goto done;
-    ref_rmsnorm_bf16(ik, b->ix_k_norm, ik, ne, ihd, c->norm_eps);
-    rope_apply_rows(ik, ne, 1, ihd, c->rope_head_dim, rope, 0);
-    rope_apply_rows(lat, ne, 1, hd, c->rope_head_dim, rope, 0);
-    for (int e = 0; e < ne; e++) {
-        kvq_fp4_e8m0(ik + (int64_t)e * ihd, ihd);
-        kvq_fp4_e4m3(lat + (int64_t)e * hd, hd);
-    }
+    const ref_vec_glue_op ik_op = {.norm_w = b->ix_k_norm, .eps = c->norm_eps, .rope_dim = c->rope_head_dim,
+                                   .cos_sin = rope, .qdq = KVQ_FP4_E8M0};
+    const ref_vec_glue_op lat_op = {.rope_dim = c->rope_head_dim, .cos_sin = rope, .qdq = KVQ_FP4_E4M3};
+    ref_vec_glue(ik, ihd, ik, ihd, ne, 1, ihd, &ik_op);
+    ref_vec_glue(lat, hd, lat, hd, ne, 1, hd, &lat_op);
     memcpy(s->ckv[l] + first * hd, lat, sizeof(uint16_t) * (size_t)ne * hd);
     memcpy(s->ikv[l] + first * ihd, ik, sizeof(uint16_t) * (size_t)ne * ihd);
     rc = 0;
@@ -149,9 +139,8 @@ int indexer_rows(const cpu_model *m, const cpu_seq *s, fwd_call *f, int l, const
     rope_params rp = model_rope(c, r);
     if (rope_rows(&rp, pos, n, &rope) || linear_bf16(&b->ix_wq_b, q_lat, n, qi))
         goto done;
-    rope_apply_rows(qi, n, nh, ihd, c->rope_head_dim, rope, 0);
-    for (int v = 0; v < n * nh; v++)
-        kvq_fp4_e8m0(qi + (int64_t)v * ihd, ihd);
+    const ref_vec_glue_op q_op = {.rope_dim = c->rope_head_dim, .cos_sin = rope, .qdq = KVQ_FP4_E8M0};
+    ref_vec_glue(qi, (int64_t)nh * ihd, qi, (int64_t)nh * ihd, n, nh, ihd, &q_op);
     /* head weights: bf16(weights_proj x), times ihd^-1/2 · nh^-1/2 rounded to bf16 (a bf16 tensor op) */
     ref_rowmm_bf16(xn, b->ix_wproj, w, n, c->dim, nh);
     const float wscale = (float)(1.0 / sqrt((double)ihd) / sqrt((double)nh));

@@ -81,11 +81,10 @@ static int draft_attention(const cpu_model *m, int l, const uint16_t *xn, int n,
     if (rope_rows(&rp, pos, n, &rope) || attn_query(m, b, xn, n, rope, q_lat, q) ||
         attn_window_keys(c, b, xn, n, rope, kv))
         goto done;
-    int nk = 0;
-    for (int64_t t = first; t <= p; t++)
-        keys[nk++] = dc->s->dwin[k] + (t % dc->s->ring) * hd;
-    for (int i = 0; i < n; i++)
-        keys[nk++] = kv + (int64_t)i * hd;
+    /* the window is all in the ring (the block's own keys are not cached); the block rows follow */
+    ref_attn_keys src = {.call = NULL, .call_pos0 = p + 1, .ring = dc->s->dwin[k], .ring_slots = dc->s->ring,
+                         .rows2 = kv, .hd = hd};
+    int nk = ref_attn_list(&src, first, p, NULL, n, keys);
     for (int i = 0; i < n; i++)
         sparse_attention_row(q + (int64_t)i * H * hd, H, hd, keys, nk, b->attn_sink + sp.h0, o + (int64_t)i * H * hd);
     rc = attn_output(m, b, o, n, rope, out);

@@ -3,6 +3,8 @@
 #include "runtime/common/error.h"
 #include "runtime/common/numerics.h"
 #include "runtime/cpu/block.h"
+#include "runtime/ref/embed.h"
+#include "runtime/ref/tap_mean.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,15 +134,10 @@ done:
 int embed_rows(const cpu_model *m, const int32_t *tokens, int n, uint16_t *X, float *pi)
 {
     const model_config *c = &m->cfg;
-    int hc = c->hc_mult, d = c->dim;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
             return dsk_err("token id %d is outside the vocabulary (%d)", tokens[i], c->vocab_size);
-        for (int ch = 0; ch < hc; ch++)
-            memcpy(X + ((int64_t)i * hc + ch) * d, m->embed + (int64_t)tokens[i] * d, sizeof(uint16_t) * d);
-        for (int ch = 0; ch < hc; ch++)
-            pi[(int64_t)i * hc + ch] = ch == 0 ? 1.0f : 0.0f;
-    }
+    ref_embed(m->embed, c->vocab_size, c->dim, tokens, n, c->hc_mult, X, pi);
     return 0;
 }
 
@@ -265,13 +262,7 @@ int cpu_forward(const cpu_model *m, cpu_seq *s, const int32_t *tokens, int n, in
                 goto done;
         }
         if (r->dspark_tap >= 0 && taps)
-            for (int i = 0; i < n; i++)
-                for (int k = 0; k < d; k++) {
-                    float acc = 0.0f;
-                    for (int ch = 0; ch < hc; ch++)
-                        acc += bf16_to_f32(X[i * sd + (int64_t)ch * d + k]);
-                    taps[((int64_t)i * c->n_dspark_targets + r->dspark_tap) * d + k] = f32_to_bf16(acc / (float)hc);
-                }
+            ref_tap_mean(X, n, hc, d, taps, c->n_dspark_targets, r->dspark_tap);
         if (block_forward(m, l, X, pi, n, backbone_attention, &fc)) {
             dsk_err_ctx("layer %d", l);
             goto done;

@@ -213,9 +213,17 @@ const kit_kernel *kit_kernel_at(const kit *k, int i)
     return &k->kernels[i];
 }
 
+static _Atomic unsigned long long launches; /* every launch of the process (benchmarks count them) */
+
+unsigned long long kit_launches(void)
+{
+    return launches;
+}
+
 int kit_launch(const kit_kernel *kk, unsigned gx, unsigned gy, unsigned gz, CUstream stream, void **args,
                int nargs)
 {
+    launches++;
     const mf_kernel *m = kk->meta;
     if (nargs != m->nargs)
         return dsk_err("launching %s: %d arguments given, the kernel takes %d", m->symbol, nargs, m->nargs);

@@ -39,6 +39,8 @@ int kit_nkernels(const kit *k);
 const kit_kernel *kit_kernel_at(const kit *k, int i);
 /* Launch with the manifest's block size and dynamic shared memory; nargs must equal the kernel's
  * parameter count. */
+/* Kernel launches this process has made through kit_launch (benchmarks: launches per layer and round). */
+unsigned long long kit_launches(void);
 int kit_launch(const kit_kernel *kk, unsigned gx, unsigned gy, unsigned gz, CUstream stream, void **args,
                int nargs);
 void kit_close(kit *k);

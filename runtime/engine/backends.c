@@ -8,5 +8,7 @@ int engine_local_backend_open(const engine_backend_args *a, void **impl, const e
 {
     if (!strcmp(a->opts->backend, "cpu"))
         return cpu_backend_open(a, impl, ops);
-    return dsk_err("backend '%s' is not available (this build has: cpu)", a->opts->backend);
+    if (!strcmp(a->opts->backend, "gpu"))
+        return gpu_backend_open(a, impl, ops);
+    return dsk_err("backend '%s' is not available (this build has: cpu, gpu)", a->opts->backend);
 }

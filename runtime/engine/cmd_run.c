@@ -1,4 +1,4 @@
-/* `dskit run --backend cpu --model DIR --prompt TEXT`: one prompt through the engine, the generated text
+/* `dskit run --backend cpu|gpu --model DIR --prompt TEXT`: one prompt through the engine, the generated text
  * to stdout as it is produced, one summary line to stderr. */
 #include "runtime/cli.h"
 #include "runtime/common/error.h"
@@ -12,9 +12,11 @@
 #include <unistd.h>
 
 static const char usage_text[] =
-    "usage: dskit run --backend cpu --model DIR (--prompt TEXT | --prompt-ids \"1 2 3\") [--max-tokens N]\n"
+    "usage: dskit run --backend cpu|gpu --model DIR (--prompt TEXT | --prompt-ids \"1 2 3\") [--max-tokens N]\n"
     "                 [--temperature T] [--seed S] [--draft] [--dump-logits FILE] [--threads N] [--cache-mb N]\n"
     "                 [--print-ids] [--engram host|nvme:DIR] [--tp N [--rank R --peer HOST:PORT]]\n"
+    "  --backend B         cpu (the reference) or gpu (needs --kit; --device N picks the GPU, default 0)\n"
+    "  --kit KIT           the kit archive for --backend gpu (dskit-build --arch sm_90 --out kits)\n"
     "  --prompt TEXT       tokenized with DIR/tokenizer.json, BOS first\n"
     "  --prompt-ids IDS    token ids instead of text\n"
     "  --max-tokens N      new tokens at most (default 64); generation also stops at EOS\n"
@@ -32,8 +34,8 @@ static const char usage_text[] =
     "  --print-ids         print the generated ids instead of text\n";
 
 typedef struct {
-    const char *backend, *model_dir, *prompt, *prompt_ids, *dump, *engram, *peer;
-    long max_tokens, threads, cache_mb, tp, rank, rank_timeout;
+    const char *backend, *model_dir, *prompt, *prompt_ids, *dump, *engram, *peer, *kit;
+    long device, max_tokens, threads, cache_mb, tp, rank, rank_timeout;
     double temperature;
     uint64_t seed;
     int draft, print_ids;
@@ -69,6 +71,12 @@ static int parse(int argc, char **argv, run_opts *o)
             o->engram = v;
         else if (!strcmp(a, "--peer"))
             o->peer = v;
+        else if (!strcmp(a, "--kit"))
+            o->kit = v;
+        else if (!strcmp(a, "--device")) {
+            if (cli_parse_int(a, v, 0, 63, &o->device))
+                return -1;
+        }
         else if (!strcmp(a, "--rank-timeout")) {
             if (cli_parse_int(a, v, 1, 3600, &o->rank_timeout))
                 return -1;
@@ -98,8 +106,12 @@ static int parse(int argc, char **argv, run_opts *o)
         } else
             return dsk_err("unknown option '%s'", a);
     }
-    if (!o->backend || strcmp(o->backend, "cpu"))
-        return dsk_err("--backend cpu is required (the only backend this build has)");
+    if (!o->backend || (strcmp(o->backend, "cpu") && strcmp(o->backend, "gpu")))
+        return dsk_err("--backend cpu or --backend gpu is required");
+    if (!strcmp(o->backend, "gpu") && !o->kit)
+        return dsk_err("--backend gpu needs --kit KIT (dskit-build --arch sm_90 --out kits)");
+    if (!strcmp(o->backend, "gpu") && o->tp > 1)
+        return dsk_err("--backend gpu runs one rank in this build (--tp 1)");
     if (!o->model_dir)
         return dsk_err("--model DIR is required");
     if ((o->rank > 0 || o->peer) && (!o->peer || o->tp < 2))
@@ -198,6 +210,7 @@ int cmd_run(int argc, char **argv)
         goto done;
     }
     engine_opts eo = {.backend = o.backend, .model_dir = o.model_dir, .tokenizer = tok, .max_seqs = 1, .engram = o.engram,
+                      .kit = o.kit, .device = (int)o.device,
                       .tp = (int)o.tp, .peer = o.peer, .rank = (int)o.rank,
                       .rank_timeout_ms = (int)o.rank_timeout * 1000,
                       .threads = (int)o.threads, .cache_bytes = (size_t)o.cache_mb << 20};

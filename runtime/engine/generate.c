@@ -66,7 +66,9 @@ int engine_generate(engine *e, const int32_t *prompt, int n_prompt, const gen_op
     if (n_prompt < 1)
         return dsk_err("generate: the prompt is empty");
     if (o->draft && B == 0)
-        return dsk_err("--draft: this model has no DSpark stages");
+        return dsk_err(in->cfg && in->cfg->n_mtp_layers > 0 ? "--draft: the %s backend does not draft yet"
+                                                            : "--draft: this model has no DSpark stages (%s backend)",
+                       in->backend);
     if (o->max_tokens < 1)
         return 0;
     int win = o->draft ? B + 1 : 1;

@@ -42,6 +42,8 @@ typedef struct {
 
 typedef struct gpu_backend gpu_backend;
 
+enum { GPU_MAX_GRAPHS = 64, GPU_GRAPH_MAX_ROWS = 64 };
+
 struct gpu_backend {
     dsk_gpu g;
     kit *k;
@@ -80,9 +82,11 @@ struct gpu_backend {
 
     /* a round's scratch, sized for max_rows */
     CUdeviceptr X, X2, coef, coef2, pi0;     /* streams, coefficients, one-hot π */
-    CUdeviceptr xn, qkv, q, qi, kv, o, z, y32, y16, wix, score, sel, lat, lat2, a32, s32, ik, bs, cand;
+    CUdeviceptr xn, qkv, q, qi, kv, o, z, y32, y16, wix, score, lat, lat2, a32, s32, ik, bs, cand;
     CUdeviceptr logits, head_in, tokens_out, logprob_out, top_ids_out, top_lp_out, sample_params;
     CUdeviceptr moe_ids, moe_w, gate_logits, eg_rows, eg_kv, taps;
+    CUdeviceptr sel[64];           /* per index source layer: i32 [R][sel_ld] its top-k (Reuse layers read it) */
+    int sel_ld[64];                /* the round's top-k count of that source (min(widest reach, index_topk)) */
     CUdeviceptr ws_misc;
     size_t ws_misc_bytes;
     int64_t score_cap;             /* floats per row of score */
@@ -90,7 +94,29 @@ struct gpu_backend {
     int qkv_ld;                    /* the grouped wq_a/wkv/(compressor r1) output's row width */
     uint8_t *eg_host;              /* pinned host memory of the round's Engram records */
     size_t eg_host_bytes;
+    CUdeviceptr topk_val;          /* fp32 [64][index_topk]: the indexer top-k's values (unused) */
+    /* pinned host memory of the draw: the rows' parameters and allow masks (read by the round's copies),
+     * and what comes back (tokens, log-probabilities) */
+    void *io_host;
+    size_t io_sp, io_allow, io_tok, io_lp, io_tid, io_tlp, io_bytes;
+    /* decode and verify rounds replay CUDA graphs captured per shape (gpu_round.c) */
+    int use_graphs;
+    struct gpu_graph {
+        int R, S, N1, N2, masks, trunc;
+        CUgraphExec exec;
+    } graphs[GPU_MAX_GRAPHS];
+    int ngraphs;
+    long long graph_replays, graph_captures;
+    int outside_launches;          /* launches of the last eager round outside its layers (benchmarks) */
+    CUdeviceptr arena;             /* the state and scratch buffers above, one allocation */
+    /* Tests only (teacher forcing, layer-by-layer comparisons with the CPU, tests/gpu/test_engine_gpu.c):
+     * called in every block, after the stream has finished, with the device streams [n][hc][d] bf16 and
+     * π (fp32 rows of pi_stride; 0 after attention), which it may read or overwrite. */
+    void (*hook)(void *ctx, int layer, int stage, CUdeviceptr X, CUdeviceptr pi, int pi_stride, int n);
+    void *hook_ctx;
 };
+
+enum { GPU_HOOK_BLOCK_IN, GPU_HOOK_ATTN_OUT, GPU_HOOK_BLOCK_OUT };
 
 /* Run one round on the device: the plan is in plan_host; returns after the drawn tokens (and logprobs)
  * are back on the host. */

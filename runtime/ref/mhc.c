@@ -89,3 +89,23 @@ void hc_post(const uint16_t *y, const uint16_t *x, const hc_coeffs *k, int hc, i
             out[(int64_t)j * d + e] = f32_to_bf16(k->post[j] * bf16_to_f32(y[e]) + acc);
         }
 }
+
+void hc_coeffs_pack(const hc_coeffs *k, int hc, float *row)
+{
+    for (int i = 0; i < hc; i++) {
+        row[i] = k->pre[i];
+        row[hc + i] = k->post[i];
+    }
+    for (int i = 0; i < hc * hc; i++)
+        row[2 * hc + i] = k->comb[i];
+}
+
+void hc_coeffs_unpack(const float *row, int hc, hc_coeffs *k)
+{
+    for (int i = 0; i < hc; i++) {
+        k->pre[i] = row[i];
+        k->post[i] = row[hc + i];
+    }
+    for (int i = 0; i < hc * hc; i++)
+        k->comb[i] = row[2 * hc + i];
+}

@@ -25,5 +25,8 @@ void hc_sinkhorn(float *comb, int hc, int iters, float eps);
 void hc_pre(const uint16_t *x, const float *w, int hc, int d, uint16_t *y);
 /* x_j ← bf16(post_j·y + Σ_i comb_ij x_i) for every stream j (out may not alias x). */
 void hc_post(const uint16_t *y, const uint16_t *x, const hc_coeffs *k, int hc, int d, uint16_t *out);
+/* The device layout of a coefficient row (docs/engine.md): fp32 [2·hc + hc·hc] = pre, post, comb. */
+void hc_coeffs_pack(const hc_coeffs *k, int hc, float *row);
+void hc_coeffs_unpack(const float *row, int hc, hc_coeffs *k);
 
 #endif

@@ -3,6 +3,18 @@
 
 #include <math.h>
 
+int ref_attn_list(const ref_attn_keys *src, int64_t win_lo, int64_t win_hi, const int32_t *sel, int nsel,
+                  const uint16_t **keys)
+{
+    int n = 0;
+    for (int64_t p = win_lo; p <= win_hi; p++)
+        keys[n++] = p >= src->call_pos0 ? src->call + (p - src->call_pos0) * src->hd
+                                        : src->ring + (p % src->ring_slots) * src->hd;
+    for (int j = 0; j < nsel; j++)
+        keys[n++] = src->rows2 + (int64_t)(sel ? sel[j] : j) * src->hd;
+    return n;
+}
+
 void sparse_attention_row(const uint16_t *q, int heads, int hd, const uint16_t *const *keys, int n_keys,
                           const float *sink, uint16_t *out)
 {

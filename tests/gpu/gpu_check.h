@@ -21,6 +21,8 @@ typedef struct {
  * (a test program, not a library). */
 CUdeviceptr dev_upload(const void *host, size_t bytes);
 CUdeviceptr dev_alloc(size_t bytes);
+/* Copy host data into an existing device buffer (waits for the tests' stream first). */
+void dev_upload_to(CUdeviceptr d, const void *host, size_t bytes);
 void dev_download(void *host, CUdeviceptr d, size_t bytes);
 void dev_free(CUdeviceptr d);
 /* Fill with a byte value (poisons outputs between runs that reuse them). */
@@ -43,6 +45,16 @@ void *xmalloc(size_t n);
 /* Random bf16 values with a per-row scale spanning several orders of magnitude. */
 void fill_bf16(dsk_rng *r, uint16_t *x, int rows, int cols, float scale);
 
+/* Output buffers with guard bands: GPU_GUARD_BYTES on either side of `bytes`, the whole filled with
+ * GPU_GUARD_BYTE by dev_poison (call it before each launch); dev_guard_intact says whether a kernel
+ * wrote outside the data. Free with dev_free_guarded. */
+#define GPU_GUARD_BYTES 256
+#define GPU_GUARD_BYTE 0xa5
+CUdeviceptr dev_alloc_guarded(size_t bytes);
+void dev_poison(CUdeviceptr d, size_t bytes);
+int dev_guard_intact(CUdeviceptr d, size_t bytes);
+void dev_free_guarded(CUdeviceptr d);
+
 /* The test families; each runs its shapes and records checks. */
 void test_stream_read(gpu_ctx *c);
 void test_rmsnorm(gpu_ctx *c);
@@ -58,5 +70,18 @@ void test_cand_blocks(gpu_ctx *c);
 void test_moe_route(gpu_ctx *c);
 void test_sample(gpu_ctx *c);
 void test_dspark_conf(gpu_ctx *c);
+void test_embed(gpu_ctx *c);
+void test_mhc_mix(gpu_ctx *c);
+void test_mhc_pre(gpu_ctx *c);
+void test_mhc_post(gpu_ctx *c);
+void test_tap_mean(gpu_ctx *c);
+void test_vec_glue(gpu_ctx *c);
+void test_rows_copy(gpu_ctx *c);
+void test_compress_pool(gpu_ctx *c);
+void test_engram_rows(gpu_ctx *c);
+void test_engram_gate(gpu_ctx *c);
+void test_sparse_attn(gpu_ctx *c);
+void test_engine(gpu_ctx *c);
+void test_engine_exact(gpu_ctx *c);
 
 #endif

@@ -41,6 +41,13 @@ CUdeviceptr dev_upload(const void *host, size_t bytes)
     return d;
 }
 
+void dev_upload_to(CUdeviceptr d, const void *host, size_t bytes)
+{
+    cu_must(cu.cuCtxSynchronize(), "cuCtxSynchronize");
+    cu_must(cu.cuMemcpyHtoD(d, host, bytes), "cuMemcpyHtoD");
+    cu_must(cu.cuCtxSynchronize(), "cuCtxSynchronize");
+}
+
 void dev_download(void *host, CUdeviceptr d, size_t bytes)
 {
     /* the copy runs on the legacy stream, which does not wait for the tests' non-blocking stream */
@@ -66,6 +73,34 @@ void dev_sync(gpu_ctx *c)
     cu_must(cu.cuStreamSynchronize(c->s), "cuStreamSynchronize");
 }
 
+CUdeviceptr dev_alloc_guarded(size_t bytes)
+{
+    CUdeviceptr d = dev_alloc(bytes + 2 * GPU_GUARD_BYTES) + GPU_GUARD_BYTES;
+    dev_poison(d, bytes);
+    return d;
+}
+
+void dev_poison(CUdeviceptr d, size_t bytes)
+{
+    dev_memset(d - GPU_GUARD_BYTES, GPU_GUARD_BYTE, bytes + 2 * GPU_GUARD_BYTES);
+}
+
+int dev_guard_intact(CUdeviceptr d, size_t bytes)
+{
+    unsigned char g[2][GPU_GUARD_BYTES];
+    dev_download(g[0], d - GPU_GUARD_BYTES, GPU_GUARD_BYTES);
+    dev_download(g[1], d + bytes, GPU_GUARD_BYTES);
+    for (int i = 0; i < GPU_GUARD_BYTES; i++)
+        if (g[0][i] != GPU_GUARD_BYTE || g[1][i] != GPU_GUARD_BYTE)
+            return 0;
+    return 1;
+}
+
+void dev_free_guarded(CUdeviceptr d)
+{
+    dev_free(d - GPU_GUARD_BYTES);
+}
+
 typedef struct {
     const char *name;
     void (*fn)(gpu_ctx *);
@@ -78,6 +113,13 @@ static const family_test tests[] = {
     {"cast", test_cast},
     {"index_score", test_index_score},  {"cand_blocks", test_cand_blocks}, {"moe_route", test_moe_route},
     {"sample", test_sample},            {"dspark_conf", test_dspark_conf},
+    {"embed", test_embed},              {"mhc_mix", test_mhc_mix},   {"mhc_pre", test_mhc_pre},
+    {"mhc_post", test_mhc_post},        {"tap_mean", test_tap_mean},
+    {"vec_glue", test_vec_glue},        {"rows_copy", test_rows_copy}, {"compress_pool", test_compress_pool},
+    {"engram_rows", test_engram_rows},  {"engram_gate", test_engram_gate},
+    {"sparse_attn", test_sparse_attn},
+    {"engine", test_engine},
+    {"engine_exact", test_engine_exact}, /* the GPU against itself: batched, chunked == alone */ /* the whole model, layer by layer against the CPU (DSKIT_TEST_MODEL) */
 };
 
 int main(int argc, char **argv)
@@ -96,6 +138,7 @@ int main(int argc, char **argv)
            g.sms, argv[1], dsk_now() - t0, kit_nkernels(k));
     gpu_ctx c = {.k = k, .g = &g};
     c.small = !strncmp(g.name, "dskit emulator", 14) && !getenv("DSKIT_EMU_FULL");
+    setenv("DSKIT_TEST_KIT", argv[1], 0); /* the engine test opens the kit itself, through the backend */
     cu_must(cu.cuStreamCreate(&c.s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         int run = argc == 2;

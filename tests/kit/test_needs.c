@@ -6,6 +6,7 @@
 #include "manifest/rules/rules.h"
 #include "runtime/common/error.h"
 #include "runtime/mkmodel/mkmodel.h"
+#include "runtime/common/kv_quant.h"
 #include "runtime/model/schema.h"
 #include "tests/common/test_util.h"
 
@@ -55,6 +56,48 @@ static void expect_topk(sweep *s, const char *why, long N, int k_cap)
     expect(s, why, v.family, v.params, N);
 }
 
+static void expect_vec_glue(sweep *s, const char *why, int width, int qdq)
+{
+    rule_variant v;
+    rule_vec_glue_pick(width, qdq, &v);
+    expect(s, why, v.family, v.params, width);
+}
+
+/* The glue launches of every layer, backbone and DSpark stages, by what the layer does (model.md §3.5,
+ * §3.3, §3.9): vec_glue at its widths and QDQ kinds, rows_copy, compress_pool, engram_rows, engram_gate. */
+static void sweep_glue(sweep *s, const model_config *c)
+{
+    rule_variant v;
+    for (int L = 0; L < c->n_all_layers; L++) {
+        const layer_role *r = &c->roles[L];
+        expect_vec_glue(s, "window keys / DSpark main KV", c->head_dim, KVQ_FP8_E4M3);
+        expect_vec_glue(s, "q_norm", c->q_lora_rank, KVQ_NONE);
+        expect_vec_glue(s, "Q RoPE", c->head_dim, KVQ_NONE);
+        expect_vec_glue(s, "o inverse RoPE", c->head_dim, KVQ_NONE);
+        rule_rows_copy_pick(&v);
+        expect(s, "window ring write", v.family, v.params, L);
+        if (r->is_kv_source) {
+            expect_vec_glue(s, "compressor norm", c->head_dim, KVQ_NONE);
+            expect_vec_glue(s, "compressed latent", c->head_dim, KVQ_FP4_E4M3);
+            expect_vec_glue(s, "index key", c->index_head_dim, KVQ_FP4_E8M0);
+            if (r->ratio == 2) {
+                rule_compress_pool_pick(&v);
+                expect(s, "ratio-2 pooling", v.family, v.params, L);
+            }
+        }
+        if (r->is_index_source)
+            expect_vec_glue(s, "index query", c->index_head_dim, KVQ_FP4_E8M0);
+        if (r->engram >= 0) {
+            for (int t = 0; t < 2; t++) {
+                rule_engram_rows_pick(t, &v);
+                expect(s, "Engram rows", v.family, v.params, L);
+            }
+            rule_engram_gate_pick(c->dim, &v);
+            expect(s, "Engram gate", v.family, v.params, c->dim);
+        }
+    }
+}
+
 /* Every launch site of the config's layers, one shape at a time. */
 static void sweep_config(const model_config *c, const char *name, const need_list *l)
 {
@@ -76,6 +119,25 @@ static void sweep_config(const model_config *c, const char *name, const need_lis
     expect_topk(&s, "router top-k", c->n_routed_experts, c->n_activated_experts);
     if (c->n_mtp_layers > 0)
         expect_topk(&s, "drafter router top-k", c->dspark_n_routed_experts, c->dspark_n_activated_experts);
+    /* mHC: the embedding, both sublayers of every layer (backbone and drafter stages: mixes, pre with
+     * its norm, post), the head's pre, and the taps entering each DSpark target layer */
+    rule_variant mv;
+    rule_embed_pick(c->hc_mult, &mv);
+    expect(&s, "embed", mv.family, mv.params, c->dim);
+    for (int L = 0; L < c->n_all_layers; L++) {
+        rule_mhc_mix_pick(c->hc_mult, &mv);
+        expect(&s, "mhc_mix", mv.family, mv.params, L);
+        rule_mhc_pre_pick(c->hc_mult, c->dim, &mv);
+        expect(&s, "mhc_pre", mv.family, mv.params, L);
+        rule_mhc_post_pick(c->hc_mult, &mv);
+        expect(&s, "mhc_post", mv.family, mv.params, L);
+        if (L < c->n_layers && c->n_mtp_layers > 0 && c->roles[L].dspark_tap >= 0) {
+            rule_tap_mean_pick(c->hc_mult, &mv);
+            expect(&s, "tap_mean", mv.family, mv.params, L);
+        }
+    }
+    rule_mhc_pre_pick(c->hc_mult, c->dim, &mv);
+    expect(&s, "mhc_pre (head)", mv.family, mv.params, c->dim);
     int ratio_seen[3] = {0};
     for (int L = 0; L < c->n_layers; L++) {
         const layer_role *r = &c->roles[L];
@@ -125,6 +187,24 @@ static void sweep_config(const model_config *c, const char *name, const need_lis
                     snprintf(p, sizeof p, "M=%d", rule_rowmm_bucket(rows - r0 < 16 ? rows - r0 : 16));
                     expect(&s, "Markov bias rowmm_bf16", "rowmm_bf16", p, rows);
                 }
+        }
+    }
+    sweep_glue(&s, c);
+    /* sparse attention: every layer's list length (window, + top-k at ratio > 0, + a DSpark block) at 1 ..
+     * a prompt chunk of rows; the launcher's form (whole, or the three split steps) by the rule */
+    for (int L = 0; L < c->n_layers + (c->n_mtp_layers > 0); L++) {
+        int list = c->window_size;
+        if (L == c->n_layers)
+            list += c->dspark_block_size;
+        else if (c->roles[L].ratio > 0)
+            list += c->index_topk;
+        for (int rows = 1; rows <= 4096; rows++) {
+            int split = rule_sparse_attn_split(rows, c->n_heads, list);
+            for (int mode = split; mode <= 3 * split; mode++) {
+                rule_variant v;
+                rule_sparse_attn_pick(c->head_dim, mode, &v);
+                expect(&s, "sparse attention", v.family, v.params, rows);
+            }
         }
     }
     assert_int_equal(s.misses, 0);

@@ -1,0 +1,208 @@
+// mHC mixes of one sublayer (model.md §3.4; reference hc_mixes in runtime/ref/mhc.c): per row, the
+// coefficient row [pre[hc], post[hc], comb[hc][hc]] (fp32, M = (2+hc)·hc values) from the row's streams
+// x̂ = X[r] flattened (K = hc·d bf16) and the sublayer's hc_fn W [M][K], hc_base [M], hc_scale [3].
+// Tuned for decode (1-64 rows): the 24 x 20480 fp32 weight is read once per launch. Two steps (PDL):
+//   step 0, grid (K/256 chunks, row blocks of rpc rows): the CTA stages its rows' 256 inputs in shared
+//     memory; warp w owns the sums s = 4w..4w+3 (s < M: W[s]·x̂, s == M: x̂·x̂) with its slice of W in
+//     registers; per row, lane l adds its inputs 4l..4l+3, then 128+4l..128+4l+3 (fma, in that order),
+//     then the lanes are added by a fixed butterfly (xor 16, 8, 4, 2, 1); one workspace slot per (row,
+//     chunk, sum) (layout: mhc_abi.cuh).
+//   step 1, one CTA per row: the row's slots are staged in shared memory; lane s of warp 0 adds slot s
+//     over the chunks in chunk order, r = (Σx̂²/K + eps)^-1/2, m = r·dot, then pre, post, comb and the
+//     Sinkhorn with hc_mixes' operations in its order (no FMA; lane 2hc + i·hc + j holds comb[i][j]; row
+//     and column sums fetched by shuffles and added in index order).
+// Every order is fixed by K alone, never by the row count, the grid or timing: row-invariant. The
+// transcendentals (expf) are CUDA's, which may differ from glibc's by an ulp.
+#include "dskit_kernel.cuh"
+#include "mhc_abi.cuh"
+
+#define HC P_HC
+#define M ((2 + HC) * HC)
+#define WARPS 8
+#define FULL 0xffffffffu
+static_assert(HC >= 1 && HC <= MHC_MIX_MAX_HC, "mhc_mix: the M + 1 sums of a row must fit one warp");
+
+// Shared memory of either step: step 0's staged inputs, step 1's staged slots.
+#define SMEM_VEC (MHC_MIX_MAX_ROWS_CTA * MHC_MIX_CHUNK / 8)
+#define FOLD_CHUNKS (SMEM_VEC * 4 / MHC_MIX_SLOTS) // chunks step 1 stages at a time
+
+// Programmatic dependent launch (the family is "pdl"): wait until the grid before this one has finished
+// and its writes are visible; let the grid after this one start its prologue. Without the launch
+// attribute both return at once. DSK_EMU (the CPU emulator) runs grids one at a time: no-ops there.
+#ifndef DSK_EMU
+__device__ __forceinline__ void mix_pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void mix_pdl_launch_next() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+#else
+__device__ __forceinline__ void mix_pdl_wait() {}
+__device__ __forceinline__ void mix_pdl_launch_next() {}
+#endif
+
+__device__ __forceinline__ float sigmoid_ref(float v) { return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-v))); }
+
+__device__ __forceinline__ void mix_partials(uint4 *smem, const u16 *__restrict__ x, const float *__restrict__ fn,
+                                             float *__restrict__ ws, int rows, int K, int rpc)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int chunk = blockIdx.x, nchunk = MHC_MIX_NCHUNK(K), c0 = chunk * MHC_MIX_CHUNK;
+    const int ca = c0 + 4 * lane, cb = ca + 128; /* this lane's two groups of 4 inputs (K % 8 == 0) */
+    const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    /* this warp's rows of W, loaded before the wait: no kernel writes the weights */
+    float4 wa[4], wb[4];
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        const int s = 4 * warp + q;
+        wa[q] = s < M && ca < K ? *(const float4 *)(fn + (i64)s * K + ca) : zero;
+        wb[q] = s < M && cb < K ? *(const float4 *)(fn + (i64)s * K + cb) : zero;
+    }
+    mix_pdl_wait();
+    mix_pdl_launch_next();
+    const int r0 = blockIdx.y * rpc, nr = min(rpc, rows - r0);
+    u16 *xs = (u16 *)smem; /* [rpc][256] */
+    /* at most 64 rows x 32 vectors: up to 8 per thread, all loads in flight before the stores */
+    {
+        uint4 v[MHC_MIX_MAX_ROWS_CTA * MHC_MIX_CHUNK / 8 / (WARPS * 32)];
+#pragma unroll
+        for (int u = 0; u < (int)(sizeof v / sizeof v[0]); u++) {
+            const int i = threadIdx.x + u * WARPS * 32, rr = i / (MHC_MIX_CHUNK / 8);
+            const int col = c0 + 8 * (i % (MHC_MIX_CHUNK / 8));
+            v[u] = rr < nr && col < K ? *(const uint4 *)(x + (i64)(r0 + rr) * K + col) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < (int)(sizeof v / sizeof v[0]); u++)
+            if (threadIdx.x + u * WARPS * 32 < nr * (MHC_MIX_CHUNK / 8))
+                smem[threadIdx.x + u * WARPS * 32] = v[u];
+    }
+    __syncthreads();
+    const bool h16 = lane & 16, h8 = lane & 8;
+#pragma unroll 2
+    for (int rr = 0; rr < nr; rr++) {
+        const uint2 pa = *(const uint2 *)(xs + rr * MHC_MIX_CHUNK + 4 * lane);
+        const uint2 pb = *(const uint2 *)(xs + rr * MHC_MIX_CHUNK + 128 + 4 * lane);
+        const float xv[8] = {__uint_as_float(pa.x << 16), __uint_as_float(pa.x & 0xffff0000u),
+                             __uint_as_float(pa.y << 16), __uint_as_float(pa.y & 0xffff0000u),
+                             __uint_as_float(pb.x << 16), __uint_as_float(pb.x & 0xffff0000u),
+                             __uint_as_float(pb.y << 16), __uint_as_float(pb.y & 0xffff0000u)};
+        float acc[4];
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            float a = 0.0f;
+            if (4 * warp + q == M) {
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    a = fmaf(xv[e], xv[e], a);
+            } else {
+                const float w8[8] = {wa[q].x, wa[q].y, wa[q].z, wa[q].w, wb[q].x, wb[q].y, wb[q].z, wb[q].w};
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    a = fmaf(w8[e], xv[e], a);
+            }
+            acc[q] = a;
+        }
+        /* butterfly: xor 16 splits the four sums into two pairs, xor 8 into one each, then xor 4, 2, 1;
+         * lane l ends with sum q = l / 8 of the warp's four (each lane adds its own value and its
+         * partner's, so the lanes holding one sum hold the same bits) */
+        float k0 = h16 ? acc[2] : acc[0], k1 = h16 ? acc[3] : acc[1];
+        k0 += __shfl_xor_sync(FULL, h16 ? acc[0] : acc[2], 16);
+        k1 += __shfl_xor_sync(FULL, h16 ? acc[1] : acc[3], 16);
+        float k = h8 ? k1 : k0;
+        k += __shfl_xor_sync(FULL, h8 ? k0 : k1, 8);
+        k += __shfl_xor_sync(FULL, k, 4);
+        k += __shfl_xor_sync(FULL, k, 2);
+        k += __shfl_xor_sync(FULL, k, 1);
+        if ((lane & 7) == 0)
+            ws[((i64)(r0 + rr) * nchunk + chunk) * MHC_MIX_SLOTS + 4 * warp + (lane >> 3)] = k;
+    }
+}
+
+__device__ __forceinline__ void mix_fold(uint4 *smem, const float *__restrict__ ws, const float *__restrict__ base,
+                                         const float *__restrict__ scale, float *__restrict__ coef, int rows, int K,
+                                         float norm_eps, float hc_eps, int iters)
+{
+    const int lane = threadIdx.x & 31, row = blockIdx.x, nchunk = MHC_MIX_NCHUNK(K);
+    const float a0 = scale[0], a1 = scale[1], a2 = scale[2], b = lane < M ? base[lane] : 0.0f;
+    mix_pdl_wait();
+    mix_pdl_launch_next();
+    if (row >= rows)
+        return;
+    const float *p = ws + (i64)row * nchunk * MHC_MIX_SLOTS;
+    float *buf = (float *)smem, acc = 0.0f;
+    for (int c0 = 0; c0 < nchunk; c0 += FOLD_CHUNKS) {
+        const int nc = min(FOLD_CHUNKS, nchunk - c0);
+        if (c0)
+            __syncthreads(); /* warp 0 is done with the previous batch */
+        /* float4 copies, four per thread in flight */
+        const float4 *src = (const float4 *)(p + (i64)c0 * MHC_MIX_SLOTS);
+        for (int i0 = threadIdx.x; i0 < nc * MHC_MIX_SLOTS / 4; i0 += 4 * WARPS * 32) {
+            float4 v[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+                if (i0 + u * WARPS * 32 < nc * MHC_MIX_SLOTS / 4)
+                    v[u] = src[i0 + u * WARPS * 32];
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+                if (i0 + u * WARPS * 32 < nc * MHC_MIX_SLOTS / 4)
+                    ((float4 *)buf)[i0 + u * WARPS * 32] = v[u];
+        }
+        __syncthreads();
+        if (threadIdx.x < 32)
+            for (int c = 0; c < nc; c++)
+                acc = c0 + c == 0 ? buf[lane] : acc + buf[c * MHC_MIX_SLOTS + lane];
+    }
+    if (threadIdx.x >= 32)
+        return;
+    const float ss = __shfl_sync(FULL, acc, M);
+    const float r = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)K), norm_eps)));
+    const float m = __fmul_rn(acc, r);
+    float v = 0.0f;
+    if (lane < HC)
+        v = __fadd_rn(sigmoid_ref(__fadd_rn(__fmul_rn(m, a0), b)), hc_eps);
+    else if (lane < 2 * HC)
+        v = __fmul_rn(2.0f, sigmoid_ref(__fadd_rn(__fmul_rn(m, a1), b)));
+    else if (lane < M)
+        v = __fadd_rn(__fmul_rn(m, a2), b);
+    /* Sinkhorn (hc_sinkhorn): row softmax + eps, then a column pass, then iters - 1 x {row, column};
+     * lanes outside comb follow along on comb[0][0]'s row and column and keep v */
+    const int e = lane - 2 * HC;
+    const bool in = e >= 0 && e < HC * HC;
+    const int rl = 2 * HC + (in ? e / HC : 0) * HC, cl = 2 * HC + (in ? e % HC : 0);
+    float mx = __shfl_sync(FULL, v, rl);
+#pragma unroll
+    for (int j = 1; j < HC; j++) {
+        const float t = __shfl_sync(FULL, v, rl + j);
+        mx = t > mx ? t : mx;
+    }
+    const float ex = expf(__fadd_rn(v, -mx)); /* v - mx, exactly */
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < HC; j++)
+        sum = __fadd_rn(sum, __shfl_sync(FULL, ex, rl + j));
+    float cv = __fadd_rn(__fdiv_rn(ex, sum), hc_eps);
+    for (int it = 0; it < iters; it++) {
+        if (it > 0) {
+            sum = 0.0f;
+#pragma unroll
+            for (int j = 0; j < HC; j++)
+                sum = __fadd_rn(sum, __shfl_sync(FULL, cv, rl + j));
+            cv = __fdiv_rn(cv, __fadd_rn(sum, hc_eps));
+        }
+        sum = 0.0f;
+#pragma unroll
+        for (int i = 0; i < HC; i++)
+            sum = __fadd_rn(sum, __shfl_sync(FULL, cv, cl + i * HC));
+        cv = __fdiv_rn(cv, __fadd_rn(sum, hc_eps));
+    }
+    if (lane < M)
+        coef[(i64)row * M + lane] = in ? cv : v;
+}
+
+DSK_KERNEL void __launch_bounds__(WARPS * 32)
+    DSK_SYMBOL(const u16 *__restrict__ x, const float *__restrict__ fn, const float *__restrict__ base,
+               const float *__restrict__ scale, float *__restrict__ ws, float *__restrict__ coef, int rows, int d,
+               int rpc, int step, float norm_eps, float hc_eps, int iters)
+{
+    __shared__ uint4 smem[SMEM_VEC];
+    if (step == 0)
+        mix_partials(smem, x, fn, ws, rows, HC * d, rpc);
+    else
+        mix_fold(smem, ws, base, scale, coef, rows, HC * d, norm_eps, hc_eps, iters);
+}

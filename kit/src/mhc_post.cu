@@ -1,0 +1,60 @@
+// hc_post of model.md §3.4 (reference hc_post in runtime/ref/mhc.c): Xout[r][j] = bf16(post_j·y[r] +
+// Σ_i comb[i][j]·X[r][i]), the comb sum first in stream order, then post·y added, each product and sum
+// rounded once as on the CPU (no FMA): bit-equal to the reference. One thread per 8 elements of a row
+// (all its streams); post and comb from the row's coefficient row [pre | post | comb] (fp32). Xout never
+// aliases X. Memory-bound: reads (hc+1)·d and writes hc·d bf16 per row, 16-byte accesses.
+#include "dskit_kernel.cuh"
+
+#define HC P_HC
+#define M ((2 + HC) * HC)
+#define THREADS 256
+
+__device__ __forceinline__ float lane_f(uint4 v, int e)
+{
+    const u32 p = e < 2 ? v.x : e < 4 ? v.y : e < 6 ? v.z : v.w;
+    return __uint_as_float(e & 1 ? p & 0xffff0000u : p << 16);
+}
+
+DSK_KERNEL void __launch_bounds__(THREADS)
+    DSK_SYMBOL(const u16 *__restrict__ y, const u16 *__restrict__ x, const float *__restrict__ coef,
+               u16 *__restrict__ xout, int rows, int d)
+{
+    const int nvec = d / 8;
+    const i64 t = (i64)blockIdx.x * THREADS + threadIdx.x;
+    if (t >= (i64)rows * nvec)
+        return;
+    const i64 row = t / nvec;
+    const int v = (int)(t - row * nvec);
+    const float *k = coef + row * M;
+    const uint4 yv = ((const uint4 *)(y + row * d))[v];
+    const uint4 *xr = (const uint4 *)(x + row * HC * d);
+    uint4 xs[HC];
+#pragma unroll
+    for (int i = 0; i < HC; i++)
+        xs[i] = xr[(i64)i * nvec + v];
+    uint4 *outr = (uint4 *)(xout + row * HC * d);
+#pragma unroll
+    for (int j = 0; j < HC; j++) {
+        const float post = k[HC + j];
+        float c[HC];
+#pragma unroll
+        for (int i = 0; i < HC; i++)
+            c[i] = k[2 * HC + i * HC + j];
+        u32 o[4];
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            u32 h[2];
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                const int e = 2 * q + u;
+                float acc = __fmul_rn(c[0], lane_f(xs[0], e));
+#pragma unroll
+                for (int i = 1; i < HC; i++)
+                    acc = __fadd_rn(acc, __fmul_rn(c[i], lane_f(xs[i], e)));
+                h[u] = f32_to_bf16_bits(__fadd_rn(__fmul_rn(post, lane_f(yv, e)), acc));
+            }
+            o[q] = h[0] | h[1] << 16;
+        }
+        outr[(i64)j * nvec + v] = make_uint4(o[0], o[1], o[2], o[3]);
+    }
+}

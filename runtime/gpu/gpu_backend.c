@@ -1,0 +1,498 @@
+/* The GPU backend behind the engine interface (docs/engine.md): opens the GPU and the kit, resolves every
+ * variant the model needs before anything runs (a missing one is a start-up error naming it), uploads the
+ * weights, allocates every sequence's state and a round's scratch up front (a refusal before anything is
+ * half-loaded when the GPU lacks the memory), then runs rounds (gpu_round.c). */
+#include "runtime/gpu/gpu_engine.h"
+#include "manifest/needs.h"
+#include "runtime/common/error.h"
+#include "runtime/common/util.h"
+#include "runtime/launch/cand_blocks.h"
+#include "runtime/launch/mhc.h"
+#include "runtime/launch/sample.h"
+#include "runtime/launch/sparse_attn.h"
+#include "runtime/launch/topk.h"
+#include "runtime/ref/rope.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ALIGN 256
+
+/* ---- device memory: every buffer of the backend comes from one arena, sized before it is allocated ---- */
+
+typedef struct {
+    gpu_backend *b;
+    int dry;
+    size_t at;
+    CUdeviceptr base;
+} arena;
+
+static CUdeviceptr take(arena *a, size_t bytes)
+{
+    size_t off = (a->at + ALIGN - 1) & ~(size_t)(ALIGN - 1);
+    a->at = off + (bytes ? bytes : 16);
+    return a->dry ? 0 : a->base + off;
+}
+
+/* The one scratch the round's launches take turns on: the most any of them needs at the round's sizes (the
+ * sparse attention's split form, the indexer's top-k and candidate blocks over 64-row chunks of the widest
+ * reach, the mHC mixes, the draw with its allow masks). */
+static size_t misc_need(const gpu_backend *b)
+{
+    const model_config *c = b->cfg;
+    int R = b->max_rows, chunk = R < 64 ? R : 64, N = (int)b->context;
+    size_t most = op_mhc_mix_ws_bytes(R, c->hc_mult, c->dim);
+#define MOST(x)                                                                                                  \
+    do {                                                                                                         \
+        size_t w_ = (x);                                                                                         \
+        most = w_ > most ? w_ : most;                                                                            \
+    } while (0)
+    for (int rows = 1; rows <= R; rows++)
+        for (int sel = 0; sel < 2; sel++) {
+            sparse_attn_args sa = {.rows = rows, .heads = c->n_heads, .head_dim = c->head_dim,
+                                   .max_list = c->window_size + (sel ? c->index_topk : 0)};
+            MOST(op_sparse_attn_ws_bytes(&sa));
+        }
+    MOST(op_topk_ws_bytes(chunk, N));
+    if (c->candidate_source_layer >= 0)
+        MOST(op_cand_blocks_ws_bytes(chunk, N, c->candidate_block_size, c->candidate_topk_blocks));
+    size_t words = (size_t)(c->vocab_size + 31) / 32;
+    MOST(((sizeof(uint32_t) * words * (size_t)R + 255) & ~(size_t)255) + op_sample_ws_bytes(R, c->vocab_size, 1) + 256);
+#undef MOST
+    return (most + 255) & ~(size_t)255;
+}
+
+/* Lay out (dry: count) every buffer of the backend: state, plan and scratch. */
+static void layout(gpu_backend *b, arena *a)
+{
+    const model_config *c = b->cfg;
+    size_t R = (size_t)b->max_rows, S = (size_t)b->max_seqs, hd = (size_t)c->head_dim, d = (size_t)c->dim;
+    size_t hc = (size_t)c->hc_mult, ring = (size_t)b->ring, V = (size_t)c->vocab_size;
+    size_t H = (size_t)c->n_heads, ihd = (size_t)c->index_head_dim, nh = (size_t)c->index_n_heads;
+    size_t K = (size_t)c->index_topk, E = (size_t)(c->n_routed_experts > c->dspark_n_routed_experts
+                                                        ? c->n_routed_experts
+                                                        : c->dspark_n_routed_experts);
+    size_t act = (size_t)(c->n_activated_experts > c->dspark_n_activated_experts ? c->n_activated_experts
+                                                                                  : c->dspark_n_activated_experts);
+    size_t ncoef = 2 * hc + hc * hc;
+    b->rings = take(a, sizeof(uint16_t) * (size_t)c->n_layers * S * ring * hd);
+    b->dring = take(a, sizeof(uint16_t) * (size_t)(c->n_mtp_layers > 0 ? c->n_mtp_layers : 1) * S * ring * hd);
+    int n2 = 0;
+    for (int l = 0; l < c->n_layers; l++)
+        if (c->roles[l].is_kv_source && c->roles[l].ratio == 2)
+            b->state_index[l] = n2++;
+    b->state_a = take(a, sizeof(float) * (size_t)(n2 ? n2 : 1) * S * ring * hd);
+    b->state_s = take(a, sizeof(float) * (size_t)(n2 ? n2 : 1) * S * ring * hd);
+    for (int l = 0; l < c->n_layers; l++)
+        if (c->roles[l].is_kv_source) {
+            size_t rows = (size_t)(b->pool / c->roles[l].ratio) + 2;
+            b->ckv[l] = take(a, sizeof(uint16_t) * rows * hd);
+            b->ikv[l] = take(a, sizeof(uint16_t) * rows * ihd);
+        }
+    b->freqs[0] = take(a, sizeof(float) * (size_t)c->rope_head_dim / 2);
+    b->freqs[1] = take(a, sizeof(float) * (size_t)c->rope_head_dim / 2);
+    b->valid_dev = take(a, sizeof(uint32_t) * ((V + 31) / 32));
+    b->plan_dev = take(a, b->plan.bytes);
+    b->X = take(a, sizeof(uint16_t) * R * hc * d);
+    b->X2 = take(a, sizeof(uint16_t) * R * hc * d);
+    b->coef = take(a, sizeof(float) * R * ncoef);
+    b->coef2 = take(a, sizeof(float) * R * ncoef);
+    b->pi0 = take(a, sizeof(float) * R * hc);
+    b->xn = take(a, sizeof(uint16_t) * R * d);
+    b->qkv_ld = c->q_lora_rank + c->head_dim * 2; /* wq_a | wkv | ratio-1 compressor */
+    b->qkv = take(a, sizeof(uint16_t) * R * (size_t)b->qkv_ld);
+    b->q = take(a, sizeof(uint16_t) * R * H * hd);
+    b->qi = take(a, sizeof(uint16_t) * R * nh * ihd);
+    b->kv = take(a, sizeof(uint16_t) * R * hd);
+    b->o = take(a, sizeof(uint16_t) * R * H * hd);
+    b->z = take(a, sizeof(uint16_t) * R * (size_t)c->o_groups * (size_t)c->o_lora_rank);
+    b->y32 = take(a, sizeof(float) * R * d);
+    b->y16 = take(a, sizeof(uint16_t) * R * d);
+    b->wix = take(a, sizeof(float) * R * nh);
+    b->score_cap = b->context;
+    b->score = take(a, sizeof(float) * (R < 64 ? R : 64) * (size_t)b->score_cap);
+    for (int l = 0; l < c->n_layers; l++)
+        if (c->roles[l].is_index_source)
+            b->sel[l] = take(a, sizeof(int32_t) * R * K);
+    b->lat = take(a, sizeof(uint16_t) * R * hd);
+    b->lat2 = take(a, sizeof(uint16_t) * R * hd);
+    b->a32 = take(a, sizeof(float) * R * hd);
+    b->s32 = take(a, sizeof(float) * R * hd);
+    b->ik = take(a, sizeof(uint16_t) * R * ihd);
+    size_t nb = (size_t)(b->context + c->candidate_block_size - 1) / (size_t)(c->candidate_block_size > 0 ? c->candidate_block_size : 1);
+    b->bs = take(a, sizeof(float) * (R < 64 ? R : 64) * nb);
+    b->topk_val = take(a, sizeof(float) * 64 * K);
+    b->cand = take(a, sizeof(uint32_t) * R * ((nb + 31) / 32 + 1));
+    b->logits = take(a, sizeof(float) * R * V);
+    b->head_in = take(a, sizeof(uint16_t) * R * hc * d);
+    b->tokens_out = take(a, sizeof(int32_t) * R);
+    b->logprob_out = take(a, sizeof(float) * R);
+    b->top_ids_out = take(a, sizeof(int32_t) * R * SAMPLE_MAX_TOP_LOGPROBS);
+    b->top_lp_out = take(a, sizeof(float) * R * SAMPLE_MAX_TOP_LOGPROBS);
+    b->sample_params = take(a, 64 * R);
+    b->moe_ids = take(a, sizeof(int32_t) * R * act);
+    b->moe_w = take(a, sizeof(float) * R * act);
+    b->gate_logits = take(a, sizeof(float) * R * E);
+    size_t cols = (size_t)model_engram_cols(c), ew = (size_t)c->engram_head_dim;
+    b->eg_rows = take(a, sizeof(uint16_t) * R * cols * ew);
+    b->eg_kv = take(a, sizeof(uint16_t) * R * (hc + 1) * d);
+    b->taps = take(a, sizeof(uint16_t) * R * (size_t)(c->n_dspark_targets > 0 ? c->n_dspark_targets : 1) * d);
+    b->ws_misc_bytes = misc_need(b);
+    b->ws_misc = take(a, b->ws_misc_bytes);
+}
+
+/* The plan's layout for max_rows rows (gpu_engine.h). */
+static void plan_layout(gpu_backend *b)
+{
+    size_t R = (size_t)b->max_rows, at = 0;
+    gpu_plan_layout *p = &b->plan;
+#define FIELD(f, bytes)                                                                                          \
+    do {                                                                                                         \
+        p->f = at;                                                                                               \
+        at = (at + (bytes) + 15) & ~(size_t)15;                                                                  \
+    } while (0)
+    FIELD(tokens, 4 * R);
+    FIELD(pos, 4 * R);
+    FIELD(rope_pos, 4 * R);
+    for (int r = 0; r < 3; r++) {
+        FIELD(attn[r], 32 * R);
+        FIELD(key_base[r], 4 * R);
+        FIELD(reach[r], 4 * R);
+        FIELD(emit_src[r], 4 * R);
+        FIELD(emit_dst[r], 4 * R);
+        FIELD(emit_pos[r], 4 * R);
+    }
+    FIELD(ring_dst, 4 * R);
+    FIELD(state_dst, 4 * R);
+    FIELD(pool2, 8 * R);
+    FIELD(sample_src, 4 * R);
+    const model_config *c = b->cfg;
+    size_t eg = (size_t)c->n_engram_layers * R * (size_t)model_engram_cols(c) *
+                (size_t)(engram_record_bytes(c->engram_head_dim) > 8 ? engram_record_bytes(c->engram_head_dim) : 8);
+    FIELD(engram, eg);
+#undef FIELD
+    p->bytes = at;
+}
+
+/* The EXL3 launchers' workspace: the most any launch of a round needs (every linear and grouped set at
+ * the round's rows, every MoE at its rows and slots). */
+static size_t ws_need(const gpu_backend *b)
+{
+    const model_config *c = b->cfg;
+    int R = b->max_rows;
+    size_t most = 0;
+#define WS(x)                                                                                                        do {                                                                                                                 size_t w_ = (x);                                                                                                 most = w_ > most ? w_ : most;                                                                                } while (0)
+    const exl3_dev_linear *head = &b->w.head;
+    WS(exl3_ws_bytes_matmul(&head, 1, R));
+    for (int l = 0; l < c->n_all_layers; l++) {
+        const gpu_block *g = &b->w.blocks[l];
+        const exl3_dev_linear *grp[3] = {&g->wq_a, &g->wkv, &g->c_wkv};
+        WS(exl3_ws_bytes_matmul(grp, c->roles[l].is_kv_source && c->roles[l].ratio == 1 ? 3 : 2, R));
+        const exl3_dev_linear *one[] = {&g->wq_b, &g->wo_b, &g->wo_a[0]};
+        for (int i = 0; i < 3; i++)
+            WS(exl3_ws_bytes_matmul(&one[i], 1, R));
+        if (c->roles[l].is_kv_source) {
+            const exl3_dev_linear *cg[2] = {&g->c_wkv, &g->c_wgate}, *ik = &g->ix_wk;
+            if (c->roles[l].ratio == 2)
+                WS(exl3_ws_bytes_matmul(cg, 2, R));
+            WS(exl3_ws_bytes_matmul(&ik, 1, R));
+        }
+        if (c->roles[l].is_index_source) {
+            const exl3_dev_linear *iq = &g->ix_wq_b;
+            WS(exl3_ws_bytes_matmul(&iq, 1, R));
+        }
+        if (c->roles[l].engram >= 0) {
+            const exl3_dev_linear *eg = &g->eg_wkv;
+            WS(exl3_ws_bytes_matmul(&eg, 1, R));
+        }
+        WS(exl3_ws_bytes_moe(&g->experts, R, g->n_active));
+        WS(exl3_ws_bytes_moe(&g->shared, R, 1));
+    }
+#undef WS
+    return most;
+}
+
+static void gpu_free_all(gpu_backend *b)
+{
+    for (int i = 0; i < b->ngraphs; i++)
+        cu.cuGraphExecDestroy(b->graphs[i].exec);
+    if (b->io_host)
+        cu.cuMemFreeHost(b->io_host);
+    if (b->ws.ptr)
+        exl3_workspace_free(&b->ws);
+    if (b->arena)
+        cu.cuMemFree(b->arena);
+    if (b->plan_host)
+        cu.cuMemFreeHost(b->plan_host);
+    if (b->eg_host)
+        cu.cuMemFreeHost(b->eg_host);
+    gpu_weights_free(&b->w);
+    engram_store_close(b->eg);
+    st_close(b->st);
+    if (b->s)
+        cu.cuStreamDestroy(b->s);
+    kit_close(b->k);
+    for (int i = 0; b->seqs && i < b->max_seqs; i++) {
+        free(b->seqs[i].tokens);
+        free(b->seqs[i].cids);
+    }
+    free(b->seqs);
+    free(b->range_base);
+    free(b->range_len);
+    dsk_gpu_close(&b->g);
+    free(b);
+}
+
+static void gpu_close(void *impl)
+{
+    gpu_free_all(impl);
+}
+
+/* Every variant the model needs is in the kit (resolved by kit_load): else a start-up error naming each. */
+static int check_needs(gpu_backend *b, const char *model_dir)
+{
+    need_list needs;
+    needs_settings ns = {.max_rows = b->max_rows > 64 ? 64 : b->max_rows};
+    if (needs_for_model_dir(model_dir, &ns, &needs))
+        return -1;
+    char missing[2048] = "";
+    int n = 0;
+    for (int i = 0; i < needs.n; i++) {
+        char name[128];
+        need_describe(&needs.v[i], name, sizeof name);
+        int pos = 0;
+        char fam[64], params[96] = "";
+        sscanf(name, "%63s %n", fam, &pos);
+        snprintf(params, sizeof params, "%s", name + pos);
+        for (char *q = params; *q; q++)
+            if (*q == ' ')
+                *q = ',';
+        if (!kit_find(b->k, needs.v[i].family, params)) {
+            if (n++ < 12)
+                snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "\n  %s (%s)", name,
+                         needs.v[i].why);
+        }
+    }
+    need_list_free(&needs);
+    if (n)
+        return dsk_err("the kit lacks %d variant%s this model needs (build a kit with dskit-build --for %s):%s", n,
+                       n == 1 ? "" : "s", model_dir, missing);
+    return 0;
+}
+
+/* ---- sequences: a slot, and a contiguous range of the pool's positions (first fit) ---- */
+
+static int range_alloc(gpu_backend *b, int64_t len, int64_t *base)
+{
+    int64_t at = 0;
+    int i = 0;
+    for (; i < b->nranges; i++) {
+        if (b->range_base[i] - at >= len)
+            break;
+        at = b->range_base[i] + b->range_len[i];
+    }
+    if (at + len > b->pool)
+        return dsk_err("the pool's %lld positions have no free range of %lld (in use by %d sequences)",
+                       (long long)b->pool, (long long)len, b->nranges);
+    memmove(b->range_base + i + 1, b->range_base + i, sizeof(int64_t) * (size_t)(b->nranges - i));
+    memmove(b->range_len + i + 1, b->range_len + i, sizeof(int64_t) * (size_t)(b->nranges - i));
+    b->range_base[i] = at;
+    b->range_len[i] = len;
+    b->nranges++;
+    *base = at;
+    return 0;
+}
+
+static void range_free(gpu_backend *b, int64_t base)
+{
+    for (int i = 0; i < b->nranges; i++)
+        if (b->range_base[i] == base) {
+            memmove(b->range_base + i, b->range_base + i + 1, sizeof(int64_t) * (size_t)(b->nranges - i - 1));
+            memmove(b->range_len + i, b->range_len + i + 1, sizeof(int64_t) * (size_t)(b->nranges - i - 1));
+            b->nranges--;
+            return;
+        }
+}
+
+static int gpu_seq_open(void *impl, int seq, int64_t reserve, unsigned flags)
+{
+    gpu_backend *b = impl;
+    gpu_seq *s = &b->seqs[seq];
+    /* ranges start at even positions: a ratio-2 source's rows of the range are base / 2 onwards */
+    int64_t len = (reserve + 1) & ~(int64_t)1, base = 0;
+    if (range_alloc(b, len, &base))
+        return -1;
+    s->tokens = dsk_malloc(sizeof(int32_t) * (size_t)reserve);
+    s->cids = dsk_malloc(sizeof(int32_t) * (size_t)reserve);
+    if (!s->tokens || !s->cids) {
+        free(s->tokens);
+        free(s->cids);
+        range_free(b, base);
+        return -1;
+    }
+    s->open = 1;
+    s->flags = flags;
+    s->reserve = reserve;
+    s->base = base;
+    s->len = 0;
+    return 0;
+}
+
+static void gpu_seq_close(void *impl, int seq)
+{
+    gpu_backend *b = impl;
+    gpu_seq *s = &b->seqs[seq];
+    range_free(b, s->base);
+    free(s->tokens);
+    free(s->cids);
+    memset(s, 0, sizeof *s);
+}
+
+static int gpu_commit(void *impl, int seq, int64_t old_len, int64_t len)
+{
+    gpu_backend *b = impl;
+    (void)old_len;
+    b->seqs[seq].len = len; /* every store is position-indexed and the rings keep the rollback window */
+    return 0;
+}
+
+static int gpu_step(void *impl, const engine_row *rows, int n, engine_out *out)
+{
+    return gpu_round(impl, rows, n, out);
+}
+
+static int gpu_draft(void *impl, const engine_draft_req *req, int n, int32_t *drafts, float *conf)
+{
+    (void)impl;
+    (void)req;
+    (void)n;
+    (void)drafts;
+    (void)conf;
+    return dsk_err("drafting is not in the GPU backend yet");
+}
+
+static const engine_backend_ops gpu_ops = {gpu_close, gpu_seq_open, gpu_seq_close, gpu_step, gpu_commit, gpu_draft};
+
+int gpu_backend_open(const engine_backend_args *a, void **impl, const engine_backend_ops **ops)
+{
+    const engine_opts *o = a->opts;
+    if (!o->kit)
+        return dsk_err("--backend gpu needs a kit (--kit KIT: dskit-build --arch sm_90 --out kits)");
+    gpu_backend *b = dsk_calloc(1, sizeof *b);
+    if (!b)
+        return -1;
+    model_config cfg;
+    double t0 = dsk_now();
+    if (model_config_load(o->model_dir, &cfg) || dsk_gpu_open(o->device > 0 ? o->device : 0, &b->g)) {
+        free(b);
+        return -1;
+    }
+    b->xchg = a->xchg;
+    b->valid = a->valid;
+    b->max_seqs = o->max_seqs;
+    b->max_rows = o->max_rows > 0 && o->max_rows < 1024 ? o->max_rows : 1024;
+    b->spare = cfg.dspark_block_size + 1 > 8 ? cfg.dspark_block_size + 1 : 8;
+    b->ring = cfg.window_size + b->spare;
+    b->context = o->context > 0 && o->context < cfg.max_seq_len ? o->context : cfg.max_seq_len;
+    if (b->context > 1 << 20)
+        b->context = 1 << 20;
+    b->pool = o->pool > 0 ? o->pool : (int64_t)b->max_seqs * b->context;
+    if (kit_open(o->kit, NULL, &b->k) || kit_load(b->k, &b->g) || check_needs(b, o->model_dir) ||
+        st_open(o->model_dir, &b->st)) {
+        gpu_free_all(b);
+        return -1;
+    }
+    CU_TRY(cu.cuStreamCreate(&b->s, CU_STREAM_NON_BLOCKING));
+    gpu_weights_opts wo = {.engram_on_device = o->engram && !strcmp(o->engram, "device"), .progress = 1};
+    if (gpu_weights_load(&cfg, b->st, &wo, &b->w)) {
+        gpu_free_all(b);
+        return -1;
+    }
+    b->cfg = &b->w.cfg;
+    plan_layout(b);
+    arena ar = {b, 1, 0, 0};
+    layout(b, &ar);
+    size_t ws = ws_need(b);
+    size_t free_b = 0, total_b = 0;
+    CU_TRY(cu.cuMemGetInfo(&free_b, &total_b));
+    if (ar.at + ws > free_b) {
+        dsk_err("not enough GPU memory for the sequences' state and a round's scratch: they need %.2f GiB (%d "
+                "sequences of %lld positions, rounds of %d rows), %.2f GiB are free after the weights",
+                (ar.at + ws) / 1073741824.0, b->max_seqs, (long long)b->context, b->max_rows, free_b / 1073741824.0);
+        gpu_free_all(b);
+        return -1;
+    }
+    if (cu.cuMemAlloc(&b->arena, ar.at) != CUDA_SUCCESS) {
+        dsk_err("allocating %.2f GiB of GPU memory for the state and scratch failed", ar.at / 1073741824.0);
+        gpu_free_all(b);
+        return -1;
+    }
+    ar.base = b->arena;
+    ar.dry = 0;
+    ar.at = 0;
+    layout(b, &ar);
+    /* the draw's pinned host memory: parameters, masks and results of max_rows rows */
+    {
+        size_t R = (size_t)b->max_rows, at = 0, words = (size_t)(b->cfg->vocab_size + 31) / 32;
+#define IO(f, bytes) (b->f = at, at = (at + (bytes) + 63) & ~(size_t)63)
+        IO(io_sp, sizeof(sample_row_params) * R);
+        IO(io_allow, sizeof(uint32_t) * words * R);
+        IO(io_tok, sizeof(int32_t) * R);
+        IO(io_lp, sizeof(float) * R);
+        IO(io_tid, sizeof(int32_t) * R * SAMPLE_TOP_LOGPROBS);
+        IO(io_tlp, sizeof(float) * R * SAMPLE_TOP_LOGPROBS);
+#undef IO
+        b->io_bytes = at;
+    }
+    const char *graphs = getenv("DSKIT_GPU_GRAPHS");
+    b->use_graphs = !(graphs && !strcmp(graphs, "0"));
+    if (exl3_workspace_alloc(&b->ws, &b->g, ws) || cu.cuMemAllocHost(&b->plan_host, b->plan.bytes) != CUDA_SUCCESS ||
+        cu.cuMemAllocHost(&b->io_host, b->io_bytes) != CUDA_SUCCESS) {
+        gpu_free_all(b);
+        return -1;
+    }
+    /* RoPE frequencies of the two kinds, and the tokenizer's ids */
+    float f[2][64];
+    rope_params rp0 = model_rope(b->cfg, 0), rp1 = model_rope(b->cfg, 1);
+    ref_rope_freqs(&rp0, f[0]);
+    ref_rope_freqs(&rp1, f[1]);
+    CU_TRY(cu.cuMemcpyHtoD(b->freqs[0], f[0], sizeof(float) * (size_t)b->cfg->rope_head_dim / 2));
+    CU_TRY(cu.cuMemcpyHtoD(b->freqs[1], f[1], sizeof(float) * (size_t)b->cfg->rope_head_dim / 2));
+    CU_TRY(cu.cuMemcpyHtoD(b->valid_dev, b->valid, sizeof(uint32_t) * (size_t)((b->cfg->vocab_size + 31) / 32)));
+    if (b->cfg->n_engram_layers > 0 && !wo.engram_on_device) {
+        engram_store_opts so = {.cache_bytes = o->engram_cache ? o->engram_cache : (size_t)256 << 20};
+        const char *placement = o->engram ? o->engram : "host";
+        if (engram_source_from_model(b->st, o->model_dir, &b->eg_src) ||
+            engram_store_open(placement, &b->eg_src, &so, &b->eg)) {
+            dsk_err_ctx("Engram rows from '%s'", placement);
+            gpu_free_all(b);
+            return -1;
+        }
+    }
+    b->seqs = dsk_calloc((size_t)b->max_seqs, sizeof *b->seqs);
+    b->range_base = dsk_calloc((size_t)b->max_seqs + 1, sizeof(int64_t));
+    b->range_len = dsk_calloc((size_t)b->max_seqs + 1, sizeof(int64_t));
+    if (!b->seqs || !b->range_base || !b->range_len) {
+        gpu_free_all(b);
+        return -1;
+    }
+    snprintf(b->device, sizeof b->device, "%s (cc %d.%d, %d SMs), kit %s", b->g.name, b->g.cc_major, b->g.cc_minor,
+             b->g.sms, kit_root(b->k));
+    fprintf(stderr,
+            "gpu: %s; weights %.2f GiB, state and scratch %.2f GiB (%d sequences, %lld positions in the pool), "
+            "ready in %.1f s\n",
+            b->device, b->w.arena_bytes / 1073741824.0, (ar.at + ws) / 1073741824.0, b->max_seqs, (long long)b->pool,
+            dsk_now() - t0);
+    engine_info *in = a->info;
+    in->cfg = b->cfg;
+    in->backend = "gpu";
+    in->device = b->device;
+    in->context = b->context;
+    in->pool = b->pool;
+    in->max_rollback = b->spare;
+    in->draft_block = 0; /* the GPU drafter comes later */
+    *impl = b;
+    *ops = &gpu_ops;
+    return 0;
+}

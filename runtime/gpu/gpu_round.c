@@ -1,0 +1,585 @@
+/* One round on the GPU (docs/engine.md "Shape of a round"): the host builds the plan (every per-row value
+ * the kernels read) and uploads it in one copy; then the embedding, every layer's launches, the head over
+ * the sampling rows and the draw, all on one stream; the drawn tokens come back in one copy. Each launch
+ * is the family's own (runtime/launch); the order and the rounding points are the CPU forward's
+ * (runtime/cpu/forward.c), so the two are compared layer by layer (tests/gpu/test_engine_gpu.c). */
+#include "runtime/gpu/gpu_engine.h"
+#include "kit/src/sparse_attn_abi.cuh"
+#include "runtime/common/error.h"
+#include "runtime/launch/cand_blocks.h"
+#include "runtime/launch/cast.h"
+#include "runtime/launch/compress_pool.h"
+#include "runtime/launch/embed.h"
+#include "runtime/launch/engram_gate.h"
+#include "runtime/launch/engram_rows.h"
+#include "runtime/launch/index_score.h"
+#include "runtime/launch/mhc.h"
+#include "runtime/launch/moe_route.h"
+#include "runtime/launch/rowmm.h"
+#include "runtime/launch/rows_copy.h"
+#include "runtime/launch/sample.h"
+#include "runtime/launch/sparse_attn.h"
+#include "runtime/launch/tap_mean.h"
+#include "runtime/launch/topk.h"
+#include "runtime/launch/vec_glue.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TRY(call)                                                                                                \
+    do {                                                                                                         \
+        if (call)                                                                                                \
+            return -1;                                                                                           \
+    } while (0)
+
+/* The round as the host planned it. */
+typedef struct {
+    int R, S;                /* rows, sampling rows */
+    int ne[3];               /* latents emitted per ratio (a graph's round: every row, the others skipped) */
+    int reach_max[3];        /* the widest reach per ratio */
+    int N[3];                /* the indexer's scores per row: the widest reach, or its bucket in a graph */
+    int graph;               /* replayed from a captured graph: every count a function of the graph's key */
+    int any_allow, masks, trunc; /* rows with allow masks; the draw's masks uploaded; top-k/top-p candidates */
+    size_t allow_bytes, sample_ws;
+    int64_t plan_bytes;      /* what to copy */
+} round_shape;
+
+/* The indexer's N in a graph: the widest reach rounded up to a power of two (at least 1024) and capped at
+ * the score buffer's width. Scores past a row's reach are −∞ and a top-k's ties go to the lower index, so
+ * any N >= the widest reach gives every row the same selection and the same bits. */
+static int graph_bucket(const gpu_backend *b, int reach)
+{
+    int64_t n = 1024;
+    while (n < reach)
+        n *= 2;
+    return (int)(n < b->score_cap ? n : b->score_cap);
+}
+
+#define P32(b, f) ((int32_t *)((char *)(b)->plan_host + (b)->plan.f))
+#define DEV(b, f) ((b)->plan_dev + (b)->plan.f)
+
+/* ---- the plan ---- */
+
+static int build_plan(gpu_backend *b, const engine_row *rows, int n, int graph, round_shape *sh)
+{
+    const model_config *c = b->cfg;
+    int W = c->window_size, K = c->index_topk;
+    memset(sh, 0, sizeof *sh);
+    sh->R = n;
+    sh->graph = graph;
+    int32_t *tok = P32(b, tokens), *pos = P32(b, pos), *rpos = P32(b, rope_pos), *ring_dst = P32(b, ring_dst);
+    int32_t *state_dst = P32(b, state_dst), *pool2 = P32(b, pool2), *samp = P32(b, sample_src);
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j < n && rows[j].seq == rows[i].seq)
+            j++;
+        gpu_seq *s = &b->seqs[rows[i].seq];
+        int slot = rows[i].seq, n_s = j - i;
+        int64_t p0 = rows[i].pos;
+        for (int r = i; r < j; r++) {
+            int64_t p = rows[r].pos;
+            tok[r] = rows[r].token;
+            pos[r] = rpos[r] = (int32_t)p;
+            s->tokens[p] = rows[r].token;
+            s->cids[p] = b->w.token_map ? b->w.token_map[rows[r].token] : 0;
+            for (int ratio = 0; ratio < 3; ratio++) {
+                sparse_attn_row *a = (sparse_attn_row *)((char *)b->plan_host + b->plan.attn[ratio]) + r;
+                int64_t reach = ratio ? (p + 1) / ratio : 0;
+                *a = (sparse_attn_row){(int)p, (int)(p - W + 1 < 0 ? 0 : p - W + 1), (int)p, (int)p0, i,
+                                       slot * b->ring, ratio ? (int)(s->base / ratio) : 0,
+                                       (int)(reach < K ? reach : K)};
+                P32(b, key_base[ratio])[r] = ratio ? (int32_t)(s->base / ratio) : 0;
+                P32(b, reach[ratio])[r] = (int32_t)reach;
+                if (reach > sh->reach_max[ratio])
+                    sh->reach_max[ratio] = (int)reach;
+            }
+            /* the last `ring` rows of the sequence's call enter its ring; the state ring takes every row */
+            ring_dst[r] = j - r <= b->ring ? slot * b->ring + (int32_t)(p % b->ring) : -1;
+            state_dst[r] = j - r <= b->ring ? slot * b->ring + (int32_t)(p % b->ring) : -1;
+            /* ratio 1: every row emits its own latent; ratio 2: a row at an odd position closes a group */
+            int e1 = sh->ne[1]++;
+            P32(b, emit_src[1])[e1] = r;
+            P32(b, emit_dst[1])[e1] = (int32_t)(s->base + p);
+            P32(b, emit_pos[1])[e1] = (int32_t)p;
+            if (p % 2 == 1) {
+                int e2 = sh->ne[2]++;
+                int64_t first = p - 1;
+                pool2[2 * e2] = first >= p0 ? r - 1 : -1 - (slot * b->ring + (int32_t)(first % b->ring));
+                pool2[2 * e2 + 1] = r;
+                P32(b, emit_dst[2])[e2] = (int32_t)(s->base / 2 + p / 2);
+                P32(b, emit_pos[2])[e2] = (int32_t)first;
+            } else if (graph) { /* a graph pools every row: this one's latent is computed and not stored */
+                int e2 = sh->ne[2]++;
+                pool2[2 * e2] = pool2[2 * e2 + 1] = r;
+                P32(b, emit_dst[2])[e2] = -1;
+                P32(b, emit_pos[2])[e2] = (int32_t)p;
+            }
+            if (rows[r].sample)
+                samp[sh->S++] = r;
+            sh->any_allow |= rows[r].allow != NULL;
+        }
+        (void)n_s;
+        i = j;
+    }
+    for (int ratio = 1; ratio < 3; ratio++)
+        sh->N[ratio] = graph ? graph_bucket(b, sh->reach_max[ratio]) : sh->reach_max[ratio];
+    sh->plan_bytes = (int64_t)b->plan.bytes;
+    return 0;
+}
+
+/* Engram: the rows every Engram layer needs, from the host's hashes; their records into the plan. */
+static int engram_plan(gpu_backend *b, const engine_row *rows, int n)
+{
+    const model_config *c = b->cfg;
+    if (c->n_engram_layers == 0)
+        return 0;
+    int cols = model_engram_cols(c), rb = engram_record_bytes(c->engram_head_dim);
+    int64_t *idx = dsk_malloc(sizeof(int64_t) * (size_t)n * cols * (size_t)c->n_engram_layers);
+    if (!idx)
+        return -1;
+    for (int slot = 0; slot < c->n_engram_layers; slot++)
+        for (int i = 0; i < n;) {
+            int j = i;
+            while (j < n && rows[j].seq == rows[i].seq)
+                j++;
+            const gpu_seq *s = &b->seqs[rows[i].seq];
+            engram_hash(&b->w.engram, slot, s->cids + rows[i].pos, rows[i].pos, j - i,
+                        idx + ((size_t)slot * n + i) * cols);
+            i = j;
+        }
+    uint8_t *dst = (uint8_t *)b->plan_host + b->plan.engram;
+    int rc = 0;
+    if (b->eg) { /* host or nvme: the records */
+        engram_fetch_layer want[ENGRAM_MAX_LAYERS];
+        for (int slot = 0; slot < c->n_engram_layers; slot++)
+            want[slot] = (engram_fetch_layer){idx + (size_t)slot * n * cols, (int64_t)n * cols,
+                                             dst + (size_t)slot * b->max_rows * cols * rb};
+        engram_fetch *f;
+        rc = engram_fetch_begin(b->eg, want, &f);
+        for (int slot = 0; !rc && slot < c->n_engram_layers; slot++)
+            rc = engram_fetch_wait(f, slot, 10000);
+        engram_fetch_end(f);
+    } else /* device table: the row indices */
+        for (int slot = 0; slot < c->n_engram_layers; slot++)
+            memcpy(dst + (size_t)slot * b->max_rows * cols * 8, idx + (size_t)slot * n * cols,
+                   sizeof(int64_t) * (size_t)n * cols);
+    free(idx);
+    return rc ? dsk_err_ctx("Engram rows") : 0;
+}
+
+/* ---- one layer ---- */
+
+typedef struct {
+    gpu_backend *b;
+    const round_shape *sh;
+    CUdeviceptr pi;   /* this layer's π: fp32 rows with stride pi_stride */
+    int pi_stride;
+    CUdeviceptr cand; /* the candidate source's bitmap rows (valid after layer candidate_source) */
+    int cand_ldw;
+} layer_ctx;
+
+static int kv_rows_store(gpu_backend *b, CUdeviceptr src, int64_t stride, CUdeviceptr dst_pool, CUdeviceptr dst_idx,
+                         int n, int width)
+{
+    return op_rows_copy(b->k, b->s, src, stride * 2, 0, dst_pool, (int64_t)width * 2, dst_idx, n, width * 2);
+}
+
+/* The compressor of a kv source: the latents of the groups closing in this round, their index keys, both
+ * stored at their pool rows (model.md §3.5; runtime/cpu/compressor.c). */
+static int compressor(layer_ctx *L, int l, const gpu_block *g)
+{
+    gpu_backend *b = L->b;
+    const model_config *c = b->cfg;
+    const layer_role *r = &c->roles[l];
+    int R = L->sh->R, hd = c->head_dim, ihd = c->index_head_dim, ratio = r->ratio, ne = L->sh->ne[ratio];
+    CUdeviceptr lat = b->lat;
+    if (ratio == 1) {
+        /* latent = c_norm(c_wkv x): the grouped projection's third part */
+        vec_glue_op nrm = {.norm_w = g->c_norm, .eps = c->norm_eps, .qdq = KVQ_NONE};
+        TRY(op_vec_glue(b->k, b->s, &nrm, b->qkv + (CUdeviceptr)(c->q_lora_rank + hd) * 2, b->qkv_ld, lat, hd, R, 1, hd));
+    } else {
+        const exl3_dev_linear *ls[2] = {&g->c_wkv, &g->c_wgate};
+        TRY(op_exl3_grouped(b->k, b->s, ls, 2, b->xn, c->dim, R, b->a32, 2 * hd, EXL3_OUT_F32, &b->ws, EXL3_AUTO));
+        int si = b->state_index[l];
+        size_t st_off = (size_t)si * b->max_seqs * b->ring * hd * 4;
+        compress_pool_src src = {b->a32, b->a32 + (CUdeviceptr)hd * 4, 2 * hd, b->state_a + st_off,
+                                 b->state_s + st_off, hd};
+        if (ne > 0) {
+            TRY(op_compress_pool(b->k, b->s, &src, DEV(b, pool2), lat, hd, ne, hd));
+            vec_glue_op nrm = {.norm_w = g->c_norm, .eps = c->norm_eps, .qdq = KVQ_NONE};
+            TRY(op_vec_glue(b->k, b->s, &nrm, lat, hd, lat, hd, ne, 1, hd));
+        }
+        /* then the round's a_t, s_t into the state ring (after the pooling read what it needed) */
+        TRY(op_rows_copy(b->k, b->s, b->a32, (int64_t)2 * hd * 4, 0, b->state_a + st_off, (int64_t)hd * 4,
+                         DEV(b, state_dst), R, hd * 4));
+        TRY(op_rows_copy(b->k, b->s, b->a32 + (CUdeviceptr)hd * 4, (int64_t)2 * hd * 4, 0, b->state_s + st_off,
+                         (int64_t)hd * 4, DEV(b, state_dst), R, hd * 4));
+    }
+    if (ne == 0)
+        return 0;
+    /* index key from the pre-RoPE latent: k_norm(ix_wk lat), RoPE at the latent's position, FP4 e8m0 */
+    TRY(op_exl3_matmul(b->k, b->s, &g->ix_wk, lat, hd, ne, b->ik, ihd, EXL3_OUT_BF16, &b->ws));
+    vec_glue_op ikop = {.norm_w = g->ix_k_norm, .eps = c->norm_eps, .rope_dim = c->rope_head_dim,
+                        .freqs = b->freqs[1], .pos = DEV(b, emit_pos[ratio]), .qdq = KVQ_FP4_E8M0};
+    TRY(op_vec_glue(b->k, b->s, &ikop, b->ik, ihd, b->ik, ihd, ne, 1, ihd));
+    TRY(kv_rows_store(b, b->ik, ihd, b->ikv[l], DEV(b, emit_dst[ratio]), ne, ihd));
+    /* the latent: RoPE at its position, FP4 with e4m3 scales */
+    vec_glue_op lop = {.rope_dim = c->rope_head_dim, .freqs = b->freqs[1], .pos = DEV(b, emit_pos[ratio]),
+                       .qdq = KVQ_FP4_E4M3};
+    TRY(op_vec_glue(b->k, b->s, &lop, lat, hd, lat, hd, ne, 1, hd));
+    return kv_rows_store(b, lat, hd, b->ckv[l], DEV(b, emit_dst[ratio]), ne, hd);
+}
+
+/* The indexer of an index source: scores, the candidate blocks (candidate source), top-k into b->sel[l]. */
+static int indexer(layer_ctx *L, int l, const gpu_block *g)
+{
+    gpu_backend *b = L->b;
+    const model_config *c = b->cfg;
+    const layer_role *r = &c->roles[l];
+    int R = L->sh->R, nh = c->index_n_heads, ihd = c->index_head_dim, ratio = r->ratio, K = c->index_topk;
+    int N = L->sh->N[ratio];
+    TRY(op_exl3_matmul(b->k, b->s, &g->ix_wq_b, b->qkv, b->qkv_ld, R, b->qi, nh * ihd, EXL3_OUT_BF16, &b->ws));
+    vec_glue_op qop = {.rope_dim = c->rope_head_dim, .freqs = b->freqs[1], .pos = DEV(b, rope_pos),
+                       .qdq = KVQ_FP4_E8M0};
+    TRY(op_vec_glue(b->k, b->s, &qop, b->qi, nh * ihd, b->qi, nh * ihd, R, nh, ihd));
+    /* head weights: bf16(weights_proj x), times ihd^-1/2 · nh^-1/2, rounded to bf16 */
+    TRY(op_rowmm_bf16(b->k, b->s, b->xn, g->ix_wproj, b->wix, R, c->dim, nh));
+    TRY(op_cast_scale(b->k, b->s, b->wix, b->wix, (int64_t)R * nh, (float)(1.0 / sqrt((double)ihd) / sqrt((double)nh))));
+    b->sel_ld[l] = 1; /* no row reaches a key: every row's selection is empty */
+    if (N <= 0)
+        return 0;
+    int nb = (N + c->candidate_block_size - 1) / c->candidate_block_size;
+    int ldw = (nb + 31) / 32 + 1;
+    /* in chunks of rows: the score matrix is rows × N fp32 */
+    int chunk = 64;
+    for (int r0 = 0; r0 < R; r0 += chunk) {
+        int rn = R - r0 < chunk ? R - r0 : chunk;
+        index_score_args ia = {.q = b->qi + (CUdeviceptr)r0 * nh * ihd * 2, .w = b->wix + (CUdeviceptr)r0 * nh * 4,
+                               .keys = b->ikv[r->kv_source], .key_base = DEV(b, key_base[ratio]) + (CUdeviceptr)r0 * 4,
+                               .reach = DEV(b, reach[ratio]) + (CUdeviceptr)r0 * 4,
+                               .cand = r->uses_candidates ? L->cand + (CUdeviceptr)r0 * L->cand_ldw * 4 : 0,
+                               .ldc = L->cand_ldw, .cand_block = c->candidate_block_size, .rows = rn, .nh = nh,
+                               .ihd = ihd, .N = N, .group = 4, .sms = b->g.sms, .out = b->score, .lds = N};
+        TRY(op_index_score(b->k, b->s, &ia));
+        if (r->is_candidate_source) {
+            cand_blocks_args ca = {.scores = b->score, .lds = N, .N = N,
+                                   .reach = DEV(b, reach[ratio]) + (CUdeviceptr)r0 * 4, .rows = rn,
+                                   .block = c->candidate_block_size, .cap = c->candidate_topk_blocks,
+                                   .bitmap = b->cand + (CUdeviceptr)r0 * ldw * 4, .ldw = ldw, .ws = b->ws_misc,
+                                   .ws_bytes = b->ws_misc_bytes};
+            TRY(op_cand_blocks(b->k, b->s, &ca));
+        }
+        /* rows of kk = min(N, K) ascending indices; a row's own count min(reach, K) <= kk are its first entries
+         * (past its reach every score is −∞, and ties go to the lower index) */
+        int kk = N < K ? N : K;
+        size_t tws = op_topk_ws_bytes(rn, N);
+        b->sel_ld[l] = kk;
+        TRY(op_topk(b->k, b->s, b->score, 0, rn, N, kk, N, b->sel[l] + (CUdeviceptr)r0 * kk * 4, b->topk_val, b->ws_misc,
+                    tws));
+    }
+    if (r->is_candidate_source) {
+        L->cand = b->cand;
+        L->cand_ldw = ldw;
+    }
+    return 0;
+}
+
+static int attention(layer_ctx *L, int l, const gpu_block *g)
+{
+    gpu_backend *b = L->b;
+    const model_config *c = b->cfg;
+    const layer_role *r = &c->roles[l];
+    int R = L->sh->R, hd = c->head_dim, H = c->n_heads, ql = c->q_lora_rank, ratio = r->ratio;
+    int kind = ratio > 0; /* RoPE: ratio 0 without YaRN, ratio > 0 with */
+    /* q_lat | kv | (ratio-1 compressor): one grouped projection of the normed input */
+    const exl3_dev_linear *ls[3] = {&g->wq_a, &g->wkv, &g->c_wkv};
+    int nmat = r->is_kv_source && ratio == 1 ? 3 : 2;
+    TRY(op_exl3_grouped(b->k, b->s, ls, nmat, b->xn, c->dim, R, b->qkv, b->qkv_ld, EXL3_OUT_BF16, &b->ws, EXL3_AUTO));
+    vec_glue_op qn = {.norm_w = g->q_norm, .eps = c->norm_eps, .qdq = KVQ_NONE};
+    TRY(op_vec_glue(b->k, b->s, &qn, b->qkv, b->qkv_ld, b->qkv, b->qkv_ld, R, 1, ql));
+    TRY(op_exl3_matmul(b->k, b->s, &g->wq_b, b->qkv, b->qkv_ld, R, b->q, H * hd, EXL3_OUT_BF16, &b->ws));
+    vec_glue_op qr = {.rope_dim = c->rope_head_dim, .freqs = b->freqs[kind], .pos = DEV(b, rope_pos), .qdq = KVQ_NONE};
+    TRY(op_vec_glue(b->k, b->s, &qr, b->q, H * hd, b->q, H * hd, R, H, hd));
+    /* the window key: kv_norm, RoPE, FP8 */
+    vec_glue_op kvop = {.norm_w = g->kv_norm, .eps = c->norm_eps, .rope_dim = c->rope_head_dim, .freqs = b->freqs[kind],
+                        .pos = DEV(b, rope_pos), .qdq = KVQ_FP8_E4M3};
+    TRY(op_vec_glue(b->k, b->s, &kvop, b->qkv + (CUdeviceptr)ql * 2, b->qkv_ld, b->kv, hd, R, 1, hd));
+    if (r->is_kv_source && compressor(L, l, g))
+        return dsk_err_ctx("layer %d: the compressor", l);
+    if (r->is_index_source && indexer(L, l, g))
+        return dsk_err_ctx("layer %d: the indexer", l);
+    size_t ring_off = (size_t)l * b->max_seqs * b->ring * hd * 2;
+    sparse_attn_args sa = {.q = b->q, .kv_call = b->kv, .kv_ring = b->rings + ring_off,
+                           .kv2 = ratio > 0 ? b->ckv[r->kv_source] : 0, .sel = ratio > 0 ? b->sel[r->topk_source] : 0,
+                           .rows_desc = DEV(b, attn[ratio]), .sink = g->attn_sink, .freqs = b->freqs[kind],
+                           .out = b->o, .ws = b->ws_misc, .ws_bytes = b->ws_misc_bytes, .rows = R, .heads = H,
+                           .head_dim = hd, .ring = b->ring, .sel_ld = ratio > 0 ? b->sel_ld[r->topk_source] : 1, .rope_dim = c->rope_head_dim,
+                           .max_list = c->window_size + (ratio > 0 ? c->index_topk : 0)};
+    TRY(op_sparse_attn(b->k, b->s, &sa));
+    /* grouped wo_a: group gi on its heads' outputs; then wo_b */
+    int G = c->o_groups, ol = c->o_lora_rank, gin = H * hd / G;
+    for (int gi = 0; gi < G; gi++)
+        TRY(op_exl3_matmul(b->k, b->s, &g->wo_a[gi], b->o + (CUdeviceptr)gi * gin * 2, H * hd, R,
+                           b->z + (CUdeviceptr)gi * ol * 2, G * ol, EXL3_OUT_BF16, &b->ws));
+    if (b->xchg->tp > 1) {
+        TRY(op_exl3_matmul(b->k, b->s, &g->wo_b, b->z, G * ol, R, b->y32, c->dim, EXL3_OUT_F32, &b->ws));
+        return dsk_err("GPU ranks: the exchange transports are not in this build");
+    }
+    TRY(op_exl3_matmul(b->k, b->s, &g->wo_b, b->z, G * ol, R, b->y16, c->dim, EXL3_OUT_BF16, &b->ws));
+    /* the round's window keys enter the ring last (earlier rows of the round read them from b->kv) */
+    return op_rows_copy(b->k, b->s, b->kv, (int64_t)hd * 2, 0, b->rings + ring_off, (int64_t)hd * 2, DEV(b, ring_dst), R,
+                        hd * 2);
+}
+
+static int moe(layer_ctx *L, const gpu_block *g)
+{
+    gpu_backend *b = L->b;
+    const model_config *c = b->cfg;
+    int R = L->sh->R, d = c->dim, E = g->n_experts, Kx = g->n_active;
+    TRY(op_rowmm_bf16(b->k, b->s, b->xn, g->gate, b->gate_logits, R, d, E));
+    TRY(op_moe_route(b->k, b->s, b->gate_logits, E, g->gate_bias, R, E, Kx, c->route_scale, b->moe_ids, b->moe_w, 0));
+    TRY(op_exl3_moe(b->k, b->s, &g->experts, b->xn, d, R, b->moe_ids, b->moe_w, Kx, 0, b->y32, d, 0, &b->ws,
+                    EXL3_AUTO));
+    TRY(op_exl3_moe(b->k, b->s, &g->shared, b->xn, d, R, 0, 0, 1, 0, b->y32, d, 1, &b->ws, EXL3_AUTO));
+    return op_cast_bf16(b->k, b->s, b->y32, b->y16, (int64_t)R * d);
+}
+
+static int layer(layer_ctx *L, int l)
+{
+    gpu_backend *b = L->b;
+    const model_config *c = b->cfg;
+    const gpu_block *g = &b->w.blocks[l];
+    const layer_role *r = &c->roles[l];
+    int R = L->sh->R, hc = c->hc_mult, d = c->dim, ncoef = 2 * hc + hc * hc;
+    mhc_dims md = {hc, d, c->hc_sinkhorn_iters, c->norm_eps, c->hc_eps};
+    size_t mws = op_mhc_mix_ws_bytes(R, hc, d);
+    if (r->engram >= 0) {
+        int cols = model_engram_cols(c), w = c->engram_head_dim;
+        size_t rb = (size_t)engram_record_bytes(w);
+        CUdeviceptr src = DEV(b, engram) + (CUdeviceptr)r->engram * b->max_rows * cols * (b->eg ? rb : 8);
+        if (b->eg)
+            TRY(op_engram_records(b->k, b->s, src, R, cols, w, b->eg_rows, (int64_t)cols * w));
+        else
+            TRY(op_engram_table_rows(b->k, b->s, g->eg_values, g->eg_scales, src, R, cols, w, b->eg_rows,
+                                     (int64_t)cols * w));
+        TRY(op_exl3_matmul(b->k, b->s, &g->eg_wkv, b->eg_rows, cols * w, R, b->eg_kv, (hc + 1) * d, EXL3_OUT_BF16,
+                           &b->ws));
+        TRY(op_engram_gate(b->k, b->s, b->X, b->eg_kv, g->eg_w, R, hc, d, c->norm_eps));
+    }
+    if (r->dspark_tap >= 0)
+        TRY(op_tap_mean(b->k, b->s, b->X, b->taps, R, hc, d, c->n_dspark_targets, r->dspark_tap));
+    if (b->hook) {
+        CU_TRY(cu.cuStreamSynchronize(b->s));
+        b->hook(b->hook_ctx, l, GPU_HOOK_BLOCK_IN, b->X, L->pi, L->pi_stride, R);
+    }
+    /* attention sublayer: its coefficients from X, its input from X and the previous block's π */
+    TRY(op_mhc_mix(b->k, b->s, &md, b->X, g->hc_fn[0], g->hc_base[0], g->hc_scale[0], b->coef, R, b->ws_misc, mws));
+    TRY(op_mhc_pre(b->k, b->s, b->X, L->pi, L->pi_stride, g->attn_norm, c->norm_eps, b->xn, 0, R, hc, d));
+    if (attention(L, l, g))
+        return dsk_err_ctx("layer %d: attention", l);
+    TRY(op_mhc_post(b->k, b->s, b->y16, b->X, b->coef, b->X2, R, hc, d));
+    if (b->hook) {
+        CU_TRY(cu.cuStreamSynchronize(b->s));
+        b->hook(b->hook_ctx, l, GPU_HOOK_ATTN_OUT, b->X2, 0, 0, R);
+    }
+    /* FFN sublayer: single pass, its input uses the attention's pre (model.md §3.4) */
+    TRY(op_mhc_mix(b->k, b->s, &md, b->X2, g->hc_fn[1], g->hc_base[1], g->hc_scale[1], b->coef2, R, b->ws_misc, mws));
+    TRY(op_mhc_pre(b->k, b->s, b->X2, b->coef, ncoef, g->ffn_norm, c->norm_eps, b->xn, 0, R, hc, d));
+    if (moe(L, g))
+        return dsk_err_ctx("layer %d: MoE", l);
+    TRY(op_mhc_post(b->k, b->s, b->y16, b->X2, b->coef2, b->X, R, hc, d));
+    /* the next block's π is this one's ffn pre: coef2's rows (pre first) */
+    L->pi = b->coef2;
+    L->pi_stride = ncoef;
+    if (b->hook) {
+        CU_TRY(cu.cuStreamSynchronize(b->s));
+        b->hook(b->hook_ctx, l, GPU_HOOK_BLOCK_OUT, b->X, L->pi, L->pi_stride, R);
+    }
+    return 0;
+}
+
+#define IO(b, f) ((void *)((char *)(b)->io_host + (b)->f))
+
+/* The draw's parameters and allow masks into pinned memory (the round's copies read them from there). */
+static int sample_prep(gpu_backend *b, round_shape *sh, const engine_row *rows)
+{
+    const model_config *c = b->cfg;
+    int S = sh->S, V = c->vocab_size, words = (V + 31) / 32;
+    sample_row_params *sp = IO(b, io_sp);
+    uint32_t *allow = IO(b, io_allow);
+    const int32_t *src = P32(b, sample_src);
+    sh->masks = sh->trunc = 0;
+    for (int i = 0; i < S; i++) {
+        const engine_row *r = &rows[src[i]];
+        sp[i] = (sample_row_params){r->sp.temperature, r->sp.top_p, r->sp.top_k, r->top_logprobs,
+                                    r->sp.seed, r->pos + 1, -1, {0, 0, 0}};
+        sh->trunc |= r->sp.temperature > 0 && (r->sp.top_k > 0 || r->sp.top_p < 1.0f);
+        if (r->allow) {
+            memcpy(allow + (size_t)sh->masks * words, r->allow, sizeof(uint32_t) * (size_t)words);
+            sp[i].allow_row = sh->masks++;
+        }
+    }
+    sh->allow_bytes = sizeof(uint32_t) * (size_t)words * (size_t)sh->masks;
+    sh->sample_ws = op_sample_ws_bytes(S > 0 ? S : 1, V, sh->trunc);
+    if (((sh->allow_bytes + 255) & ~(size_t)255) + sh->sample_ws > b->ws_misc_bytes)
+        return dsk_err("the round's %d allow masks and the draw's workspace exceed the scratch (%zu bytes)", sh->masks,
+                       b->ws_misc_bytes);
+    return 0;
+}
+
+/* The head over the sampling rows and the draw, on the device; the results into pinned memory. */
+static int head_and_sample(gpu_backend *b, const round_shape *sh)
+{
+    const model_config *c = b->cfg;
+    int S = sh->S, hc = c->hc_mult, d = c->dim, ncoef = 2 * hc + hc * hc, V = c->vocab_size;
+    if (S == 0)
+        return 0;
+    /* gather the sampling rows' streams and π (coef2 rows) */
+    TRY(op_rows_copy(b->k, b->s, b->X, (int64_t)hc * d * 2, DEV(b, sample_src), b->head_in, (int64_t)hc * d * 2, 0, S,
+                     hc * d * 2));
+    TRY(op_rows_copy(b->k, b->s, b->coef2, (int64_t)ncoef * 4, DEV(b, sample_src), b->coef, (int64_t)ncoef * 4, 0, S,
+                     ncoef * 4));
+    TRY(op_mhc_pre(b->k, b->s, b->head_in, b->coef, ncoef, b->w.norm, c->norm_eps, b->xn, 0, S, hc, d));
+    TRY(op_exl3_matmul(b->k, b->s, &b->w.head, b->xn, d, S, b->logits, V, EXL3_OUT_F32, &b->ws));
+    CUdeviceptr dallow = b->ws_misc;
+    if ((sh->masks && cu.cuMemcpyHtoDAsync(dallow, IO(b, io_allow), sh->allow_bytes, b->s) != CUDA_SUCCESS) ||
+        cu.cuMemcpyHtoDAsync(b->sample_params, IO(b, io_sp), sizeof(sample_row_params) * (size_t)S, b->s) !=
+            CUDA_SUCCESS)
+        return dsk_err("uploading the draw's parameters failed");
+    sample_args sa = {.logits = b->logits, .ldl = V, .V = V, .rows = S, .vocab = b->valid_dev,
+                      .allow = sh->masks ? dallow : 0, .ldw = (V + 31) / 32, .params = b->sample_params,
+                      .candidates = sh->trunc, .tokens = b->tokens_out, .logprob = b->logprob_out,
+                      .top_ids = b->top_ids_out, .top_lp = b->top_lp_out,
+                      .ws = b->ws_misc + ((sh->allow_bytes + 255) & ~(size_t)255), .ws_bytes = sh->sample_ws};
+    TRY(op_sample(b->k, b->s, &sa));
+    /* the round's one copy back (with its one synchronisation, in gpu_round) */
+    if (cu.cuMemcpyDtoHAsync(IO(b, io_tok), b->tokens_out, 4 * (size_t)S, b->s) != CUDA_SUCCESS ||
+        cu.cuMemcpyDtoHAsync(IO(b, io_lp), b->logprob_out, 4 * (size_t)S, b->s) != CUDA_SUCCESS ||
+        cu.cuMemcpyDtoHAsync(IO(b, io_tid), b->top_ids_out, 4 * (size_t)S * SAMPLE_TOP_LOGPROBS, b->s) !=
+            CUDA_SUCCESS ||
+        cu.cuMemcpyDtoHAsync(IO(b, io_tlp), b->top_lp_out, 4 * (size_t)S * SAMPLE_TOP_LOGPROBS, b->s) != CUDA_SUCCESS)
+        return dsk_err("copying the drawn tokens back failed");
+    return 0;
+}
+
+/* Every launch of a round, on the stream: what a graph captures. */
+static int device_round(gpu_backend *b, const round_shape *sh)
+{
+    const model_config *c = b->cfg;
+    int n = sh->R;
+    CU_TRY(cu.cuMemcpyHtoDAsync(b->plan_dev, b->plan_host, (size_t)sh->plan_bytes, b->s));
+    TRY(op_embed(b->k, b->s, b->w.embed, c->vocab_size, DEV(b, tokens), b->X, b->pi0, n, c->hc_mult, c->dim));
+    layer_ctx L = {b, sh, b->pi0, c->hc_mult, 0, 0};
+    for (int l = 0; l < c->n_layers; l++)
+        if (layer(&L, l))
+            return dsk_err_ctx("layer %d", l);
+    unsigned long long l1 = kit_launches();
+    int rc = head_and_sample(b, sh);
+    b->outside_launches = (int)(kit_launches() - l1) + 1; /* the head, the draw and the embedding */
+    return rc;
+}
+
+/* The graph of this round's shape: found, or captured now (once per shape). NULL when every slot is taken
+ * (*failed 0: this round runs eagerly) or when the capture fails (*failed 1, with a message). */
+static CUgraphExec round_graph(gpu_backend *b, const round_shape *sh, int *failed)
+{
+    *failed = 0;
+    for (int i = 0; i < b->ngraphs; i++) {
+        const struct gpu_graph *g = &b->graphs[i];
+        if (g->R == sh->R && g->S == sh->S && g->N1 == sh->N[1] && g->N2 == sh->N[2] && g->masks == sh->masks &&
+            g->trunc == sh->trunc)
+            return g->exec;
+    }
+    if (b->ngraphs == GPU_MAX_GRAPHS)
+        return NULL; /* every slot taken: this shape runs eagerly */
+    *failed = 1;
+    CUgraph graph;
+    CUgraphExec exec = NULL;
+    CUresult r = cu.cuStreamBeginCapture(b->s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    if (r != CUDA_SUCCESS) {
+        dsk_cu_fail(r, "cuStreamBeginCapture");
+        return NULL;
+    }
+    int rc = device_round(b, sh);
+    r = cu.cuStreamEndCapture(b->s, &graph);
+    if (rc || r != CUDA_SUCCESS) {
+        if (!rc)
+            dsk_cu_fail(r, "cuStreamEndCapture");
+        if (r == CUDA_SUCCESS)
+            cu.cuGraphDestroy(graph);
+        return NULL;
+    }
+    r = cu.cuGraphInstantiateWithFlags(&exec, graph, 0);
+    cu.cuGraphDestroy(graph);
+    if (r != CUDA_SUCCESS) {
+        dsk_cu_fail(r, "cuGraphInstantiateWithFlags");
+        return NULL;
+    }
+    b->graphs[b->ngraphs++] = (struct gpu_graph){sh->R, sh->S, sh->N[1], sh->N[2], sh->masks, sh->trunc, exec};
+    b->graph_captures++;
+    *failed = 0;
+    return exec;
+}
+
+int gpu_round(gpu_backend *b, const engine_row *rows, int n, engine_out *out)
+{
+    const model_config *c = b->cfg;
+    if (n > b->max_rows)
+        return dsk_err("a GPU round takes %d rows at most, %d given", b->max_rows, n);
+    int graph = b->use_graphs && !b->hook && n <= GPU_GRAPH_MAX_ROWS, failed = 0;
+    round_shape sh;
+    if (build_plan(b, rows, n, graph, &sh) || engram_plan(b, rows, n) || sample_prep(b, &sh, rows))
+        return -1;
+    if (out->tokens)
+        for (int i = 0; i < n; i++)
+            out->tokens[i] = -1;
+    CUgraphExec exec = graph ? round_graph(b, &sh, &failed) : NULL;
+    if (graph && !exec) {
+        /* eagerly, with the eager plan: every graph slot is taken, or the capture failed (said once, and
+         * then no round captures again) */
+        if (failed) {
+            fprintf(stderr, "gpu: rounds run without CUDA graphs from now on (capturing %d rows: %s)\n", n,
+                    dsk_err_msg());
+            b->use_graphs = 0;
+        }
+        if (build_plan(b, rows, n, 0, &sh) || sample_prep(b, &sh, rows))
+            return -1;
+    }
+    if (exec) {
+        CU_TRY(cu.cuGraphLaunch(exec, b->s));
+        b->graph_replays++;
+    } else if (device_round(b, &sh))
+        return -1;
+    CUresult cr = cu.cuStreamSynchronize(b->s);
+    if (cr != CUDA_SUCCESS)
+        return dsk_cu_fail(cr, "the round on the device"), dsk_err_ctx("%s", kit_root(b->k));
+    /* the results */
+    const int32_t *src = P32(b, sample_src), *tok = IO(b, io_tok), *tid = IO(b, io_tid);
+    const float *lp = IO(b, io_lp), *tlp = IO(b, io_tlp);
+    int rc = 0;
+    for (int i = 0; i < sh.S && !rc; i++) {
+        int r = src[i];
+        if (tok[i] < 0)
+            rc = dsk_err("row %d: no token may be drawn (its allowed ids and the tokenizer's do not meet)", r);
+        if (out->tokens)
+            out->tokens[r] = tok[i];
+        if (out->logprob && rows[r].top_logprobs >= 0) {
+            out->logprob[r] = lp[i];
+            memcpy(out->top_ids + (size_t)r * SAMPLE_MAX_TOP_LOGPROBS, tid + (size_t)i * SAMPLE_TOP_LOGPROBS,
+                   sizeof(int32_t) * SAMPLE_MAX_TOP_LOGPROBS);
+            memcpy(out->top_lp + (size_t)r * SAMPLE_MAX_TOP_LOGPROBS, tlp + (size_t)i * SAMPLE_TOP_LOGPROBS,
+                   sizeof(float) * SAMPLE_MAX_TOP_LOGPROBS);
+        }
+        if (out->logits && cu.cuMemcpyDtoH(out->logits + (size_t)r * c->vocab_size,
+                                           b->logits + (CUdeviceptr)i * c->vocab_size * 4,
+                                           sizeof(float) * (size_t)c->vocab_size) != CUDA_SUCCESS)
+            rc = dsk_err("copying the logits of row %d failed", r);
+    }
+    if (!rc && out->taps && c->n_dspark_targets > 0 &&
+        cu.cuMemcpyDtoH(out->taps, b->taps, sizeof(uint16_t) * (size_t)n * c->n_dspark_targets * c->dim) !=
+            CUDA_SUCCESS)
+        rc = dsk_err("copying the DSpark taps failed");
+    return rc;
+}

@@ -1,0 +1,40 @@
+/* Host launchers of the mhc family: mhc_mix, mhc_pre, mhc_post (kit/src/mhc_*.cu; reference
+ * runtime/ref/mhc.h; the device layouts of docs/engine.md). Streams X are bf16 [rows][hc][d], sublayer
+ * rows bf16 [rows][d], coefficient rows fp32 [rows][2·hc + hc·hc] (pre, post, comb; comb row i = source
+ * stream). Every device pointer is 16-byte aligned, d is a multiple of 8. The variant comes from the
+ * family's rule (manifest/rules/rules.h), the kernel from the kit by family and parameters. Each row's
+ * bits are the same whatever other rows share the launch. */
+#ifndef DSK_LAUNCH_MHC_H
+#define DSK_LAUNCH_MHC_H
+
+#include "runtime/driver/kit.h"
+
+#include <stddef.h>
+
+/* The model's mHC constants (config: hc_mult, dim, hc_sinkhorn_iters, norm_eps, hc_eps). */
+typedef struct {
+    int hc;             /* streams, 1..4 */
+    int d;              /* residual width, a multiple of 8 */
+    int sinkhorn_iters; /* >= 1 */
+    float norm_eps;     /* the mixes' RMS epsilon */
+    float hc_eps;       /* pre's +eps and the Sinkhorn's epsilon */
+} mhc_dims;
+
+/* Workspace bytes op_mhc_mix needs for `rows` rows (it runs slabs of MHC_MIX_SLAB rows through it). */
+size_t op_mhc_mix_ws_bytes(int rows, int hc, int d);
+/* coef [rows][2hc + hc²] = hc_mixes of each row of x with the sublayer's fn fp32 [M][hc·d], base fp32 [M],
+ * scale fp32 [3] (M = (2 + hc)·hc). Two launches per slab of up to MHC_MIX_SLAB rows (chunk partials into
+ * ws, then fold + Sinkhorn), the second with programmatic dependent launch. */
+int op_mhc_mix(const kit *k, CUstream s, const mhc_dims *m, CUdeviceptr x, CUdeviceptr fn, CUdeviceptr base,
+               CUdeviceptr scale, CUdeviceptr coef, int rows, CUdeviceptr ws, size_t ws_bytes);
+/* y[r] = bf16(Σ_i w[r·w_stride + i]·x[r][i]) (w fp32: π with stride hc, or coefficient rows with stride
+ * 2hc + hc²). norm_w == 0: out = y. Else out = RMSNorm(y, eps)·norm_w (bf16 [d] weight; d <= MHC_PRE_MAX_D)
+ * and y_raw (when not 0) = y. out and y_raw [rows][d] must not overlap x or each other. */
+int op_mhc_pre(const kit *k, CUstream s, CUdeviceptr x, CUdeviceptr w, int w_stride, CUdeviceptr norm_w, float eps,
+               CUdeviceptr out, CUdeviceptr y_raw, int rows, int hc, int d);
+/* xout[r][j] = bf16(post_j·y[r] + Σ_i comb_ij·x[r][i]) with post and comb from coef's rows; xout must not
+ * overlap x, y or coef. */
+int op_mhc_post(const kit *k, CUstream s, CUdeviceptr y, CUdeviceptr x, CUdeviceptr coef, CUdeviceptr xout, int rows,
+                int hc, int d);
+
+#endif

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The GPU checks of a build on a machine with a GPU, in one go (docs/engine.md "Checking on a GPU"):
+# every kernel family's checks against its CPU reference, the whole model layer by layer against the CPU
+# backend (teacher forcing), the GPU against itself (batched, chunked == alone), dskit run on both
+# backends, and the kit's timings. Usage: scripts/gpu-check.sh BUILD KIT OUT (OUT gets the logs).
+set -uo pipefail
+build=$1 kit=$2 out=$3
+mkdir -p "$out"
+model=$out/tiny
+fail=0
+step() { echo "== $*"; }
+step "tiny model"
+"$build/dskit" mkmodel --preset tiny --out "$model" --force > "$out/mkmodel.log" 2>&1 || { cat "$out/mkmodel.log"; exit 1; }
+step "verify the kit for it, on the device"
+"$build/dskit" verify "$kit" --needs "$model" --device > "$out/verify.log" 2>&1 || { tail -20 "$out/verify.log"; fail=1; }
+tail -3 "$out/verify.log"
+step "gpu_tests (every family, engine, engine_exact)"
+DSKIT_TEST_MODEL=$model timeout 900 "$build/tests/gpu_tests" "$kit" "${@:4}" > "$out/gpu.log" 2>&1 || fail=1
+grep -E "FAIL|failed|skipped" "$out/gpu.log" | head -40
+grep -E "^(PASS|FAIL) +engine" "$out/gpu.log" | head -20
+step "dskit run, both backends, greedy, the same prompt"
+ids="0 1000 2000 3000 4000 5000 6000 7000 8000 9000 10000 11000"
+for be in cpu gpu; do
+  t0=$(date +%s.%N)
+  "$build/dskit" run --backend $be --kit "$kit" --model "$model" --prompt-ids "$ids" \
+    --max-tokens 48 --print-ids > "$out/run-$be.txt" 2> "$out/run-$be.err" || { tail -5 "$out/run-$be.err"; fail=1; }
+  echo "$be ($(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $t0}") s): $(head -c 300 "$out/run-$be.txt")"
+  tail -2 "$out/run-$be.err"
+done
+step "dskit bench kit"
+timeout 300 "$build/dskit" bench kit "$kit" > "$out/bench-kit.txt" 2>&1 || fail=1
+tail -60 "$out/bench-kit.txt"
+exit $fail

@@ -1,0 +1,358 @@
+/* The GPU engine against the CPU reference, layer by layer with teacher forcing (docs/model.md
+ * "Exactness"): a prompt, then the CPU's greedy tokens one round at a time; every GPU block is fed the
+ * CPU's input to it (streams and π), and after its attention the CPU's attention output, so each sublayer
+ * is compared on identical inputs. Reported per layer: the relative L2 error of the attention and MoE
+ * outputs, the share of window-ring and compressed-cache codes that differ, and the logits' error given
+ * the same last hidden state. Gates: the sublayer outputs within ENGINE_TOL where no discrete choice
+ * flipped (on random weights an ulp can flip an expert or a top-k pick; such rows are counted and their
+ * margins are not tested here), cache codes one step apart at most. Run: gpu_tests KIT engine, with
+ * DSKIT_TEST_MODEL pointing at a model folder (the tiny preset), or the program makes one. */
+#include "runtime/common/error.h"
+#include "runtime/common/numerics.h"
+#include "runtime/cpu/cpu_model.h"
+#include "runtime/gpu/gpu_engine.h"
+#include "runtime/ref/sampling.h"
+#include "tests/gpu/gpu_check.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ENGINE_TOL 2e-2 /* bf16 outputs of sums ordered differently, through norms that amplify */
+#define N0 20
+#define STEPS 64 /* greedy steps after the prompt (DSKIT_TEST_STEPS lowers it: full-width presets on the CPU are slow) */
+#define CALLS (1 + STEPS)
+#define MAXL 64
+
+typedef struct {
+    uint16_t *in[CALLS][MAXL], *attn[CALLS][MAXL], *out[CALLS][MAXL];
+    float *pi_in[CALLS][MAXL];
+    int pi_stride[CALLS][MAXL];
+    int call;
+    const model_config *c;
+} cpu_rec;
+
+static size_t stream_elems(const model_config *c, int n)
+{
+    return (size_t)n * c->hc_mult * c->dim;
+}
+
+static void cpu_hook(void *ctx, int l, int stage, uint16_t *X, float *pi, int n)
+{
+    cpu_rec *r = ctx;
+    size_t e = stream_elems(r->c, n), bytes = e * 2;
+    uint16_t *copy = xmalloc(bytes);
+    memcpy(copy, X, bytes);
+    if (stage == CPU_HOOK_BLOCK_IN) {
+        r->in[r->call][l] = copy;
+        float *p = xmalloc(sizeof(float) * (size_t)n * r->c->hc_mult);
+        memcpy(p, pi, sizeof(float) * (size_t)n * r->c->hc_mult);
+        r->pi_in[r->call][l] = p;
+    } else if (stage == CPU_HOOK_ATTN_OUT)
+        r->attn[r->call][l] = copy;
+    else
+        r->out[r->call][l] = copy;
+}
+
+typedef struct {
+    cpu_rec *cpu;
+    double err_in[MAXL], err_attn[MAXL], err_ffn[MAXL];
+    int call;
+} gpu_forcing;
+
+static double rel_l2_bf16(const uint16_t *a, const uint16_t *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double x = bf16_to_f32(a[i]), y = bf16_to_f32(b[i]);
+        num += (x - y) * (x - y);
+        den += y * y;
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static void gpu_hook(void *ctx, int l, int stage, CUdeviceptr X, CUdeviceptr pi, int pi_stride, int n)
+{
+    gpu_forcing *f = ctx;
+    const model_config *c = f->cpu->c;
+    size_t e = stream_elems(c, n);
+    if (stage == GPU_HOOK_BLOCK_IN) {
+        /* the block's input after this layer's Engram and tap (on the forced output of the previous block) */
+        uint16_t *mine = xmalloc(e * 2);
+        dev_download(mine, X, e * 2);
+        double err = rel_l2_bf16(mine, f->cpu->in[f->call][l], e);
+        f->err_in[l] = err > f->err_in[l] ? err : f->err_in[l];
+        free(mine);
+        dev_upload_to(X, f->cpu->in[f->call][l], e * 2);
+        /* π: the CPU's [n][hc] into the GPU's rows of pi_stride floats */
+        float *rows = xmalloc(sizeof(float) * (size_t)n * pi_stride);
+        dev_download(rows, pi, sizeof(float) * (size_t)n * pi_stride);
+        for (int i = 0; i < n; i++)
+            memcpy(rows + (size_t)i * pi_stride, f->cpu->pi_in[f->call][l] + (size_t)i * c->hc_mult,
+                   sizeof(float) * c->hc_mult);
+        dev_upload_to(pi, rows, sizeof(float) * (size_t)n * pi_stride);
+        free(rows);
+        return;
+    }
+    uint16_t *mine = xmalloc(e * 2);
+    dev_download(mine, X, e * 2);
+    const uint16_t *want = stage == GPU_HOOK_ATTN_OUT ? f->cpu->attn[f->call][l] : f->cpu->out[f->call][l];
+    double err = rel_l2_bf16(mine, want, e);
+    double *slot = stage == GPU_HOOK_ATTN_OUT ? &f->err_attn[l] : &f->err_ffn[l];
+    *slot = err > *slot ? err : *slot;
+    dev_upload_to(X, want, e * 2); /* teacher forcing: the next sublayer starts from the CPU's */
+    free(mine);
+}
+
+void test_engine(gpu_ctx *c)
+{
+    const char *dir = getenv("DSKIT_TEST_MODEL");
+    const char *kit_path = getenv("DSKIT_TEST_KIT");
+    if (!dir || !kit_path) {
+        printf("engine: skipped (DSKIT_TEST_MODEL names no model folder: dskit mkmodel --preset tiny --out DIR)\n");
+        return;
+    }
+    int calls = CALLS;
+    const char *st = getenv("DSKIT_TEST_STEPS");
+    if (st && atoi(st) >= 1 && atoi(st) < STEPS)
+        calls = 1 + atoi(st);
+    cpu_model *m;
+    must(cpu_model_load(dir, (size_t)4 << 30, &m), "loading the CPU model");
+    const model_config *cfg = &m->cfg;
+    if (cfg->n_layers > MAXL) {
+        check(c, 0, "engine", "setup", "%d layers: at most %d here", cfg->n_layers, MAXL);
+        cpu_model_free(m);
+        return;
+    }
+    /* the CPU: a prompt, then greedy steps, every block recorded */
+    static cpu_rec rec;
+    memset(&rec, 0, sizeof rec);
+    rec.c = cfg;
+    int V = cfg->vocab_size;
+    int32_t tokens[N0 + STEPS + 1];
+    dsk_rng r = fresh_rng(0xe61e);
+    for (int i = 0; i < N0; i++)
+        tokens[i] = (int32_t)dsk_rng_below(&r, (uint64_t)V / 2);
+    cpu_seq *s;
+    must(cpu_seq_new(m, 1024, &s), "a CPU sequence");
+    m->layer_hook = cpu_hook;
+    m->layer_ctx = &rec;
+    float *cpu_logits = xmalloc(sizeof(float) * (size_t)V * CALLS);
+    for (int call = 0; call < calls; call++) {
+        int n = call ? 1 : N0, p0 = call ? N0 + call - 1 : 0;
+        rec.call = call;
+        must(cpu_forward(m, s, tokens + p0, n, n - 1, cpu_logits + (size_t)call * V, NULL), "the CPU forward");
+        s->len += n;
+        tokens[N0 + call] = sample_row(cpu_logits + (size_t)call * V, V, &SAMPLE_GREEDY, s->len, NULL);
+    }
+    m->layer_hook = NULL;
+    /* the GPU: the same rounds, teacher-forced */
+    engine_opts o = {.backend = "gpu", .model_dir = dir, .kit = kit_path, .max_seqs = 2, .max_rows = 64, .context = 2048};
+    uint32_t *valid = xmalloc(sizeof(uint32_t) * (size_t)(V + 31) / 32);
+    memset(valid, 0xff, sizeof(uint32_t) * (size_t)(V + 31) / 32);
+    engine_info info = {0};
+    engine_backend_args a = {&o, valid, &info, rank_xchg_single()};
+    void *impl;
+    const engine_backend_ops *ops;
+    must(gpu_backend_open(&a, &impl, &ops), "opening the GPU backend");
+    gpu_backend *b = impl;
+    static gpu_forcing f;
+    memset(&f, 0, sizeof f);
+    f.cpu = &rec;
+    b->hook = gpu_hook;
+    b->hook_ctx = &f;
+    must(ops->seq_open(impl, 0, 1024, 0), "a GPU sequence");
+    float *gpu_logits = xmalloc(sizeof(float) * (size_t)V * N0);
+    double worst_logits = 0;
+    for (int call = 0; call < calls; call++) {
+        int n = call ? 1 : N0, p0 = call ? N0 + call - 1 : 0;
+        f.call = call;
+        engine_row rows[N0];
+        for (int i = 0; i < n; i++)
+            rows[i] = (engine_row){.seq = 0, .token = tokens[p0 + i], .pos = p0 + i, .sample = i == n - 1,
+                                   .sp = SAMPLE_GREEDY, .top_logprobs = -1};
+        int32_t drawn[N0];
+        engine_out out = {.tokens = drawn, .logits = gpu_logits};
+        must(ops->step(impl, rows, n, &out), "a GPU round");
+        must(ops->commit(impl, 0, p0, p0 + n), "a GPU commit");
+        /* given the CPU's last hidden state (teacher-forced), the logits */
+        double e = rel_l2(gpu_logits + (size_t)(n - 1) * V, cpu_logits + (size_t)call * V, (size_t)V);
+        worst_logits = e > worst_logits ? e : worst_logits;
+    }
+    /* the caches: window rings and compressed rows, codes compared */
+    for (int l = 0; l < cfg->n_layers; l++) {
+        const layer_role *rl = &cfg->roles[l];
+        int hd = cfg->head_dim;
+        uint16_t *ring = xmalloc(sizeof(uint16_t) * (size_t)b->ring * hd);
+        dev_download(ring, b->rings + (CUdeviceptr)l * b->max_seqs * b->ring * hd * 2, sizeof(uint16_t) * (size_t)b->ring * hd);
+        size_t diff = 0, total = 0;
+        for (int64_t p = s->len - cfg->window_size; p < s->len; p++) {
+            if (p < 0)
+                continue;
+            const uint16_t *g = ring + (p % b->ring) * hd, *w = s->win[l] + (p % s->ring) * hd;
+            for (int i = 0; i < hd; i++)
+                diff += g[i] != w[i];
+            total += (size_t)hd;
+        }
+        size_t cdiff = 0, ctotal = 0;
+        if (rl->is_kv_source) {
+            int64_t rows = s->len / rl->ratio;
+            uint16_t *ck = xmalloc(sizeof(uint16_t) * (size_t)rows * hd);
+            dev_download(ck, b->ckv[l], sizeof(uint16_t) * (size_t)rows * hd);
+            for (int64_t i = 0; i < rows * hd; i++)
+                cdiff += ck[i] != s->ckv[l][i];
+            ctotal = (size_t)(rows * hd);
+            free(ck);
+        }
+        char shape[64];
+        snprintf(shape, sizeof shape, "layer %d (%s)", l, layer_mode_name(rl->mode));
+        check(c, f.err_in[l] <= ENGINE_TOL && f.err_attn[l] <= ENGINE_TOL && f.err_ffn[l] <= ENGINE_TOL, "engine", shape,
+              "rel L2 input %.2e, attention %.2e, MoE %.2e; ring codes differing %.2f%%, compressed %.2f%%",
+              f.err_in[l], f.err_attn[l],
+              f.err_ffn[l], total ? 100.0 * diff / total : 0.0, ctotal ? 100.0 * cdiff / ctotal : 0.0);
+        free(ring);
+    }
+    check(c, worst_logits <= 1e-3, "engine", "head", "logits rel L2 %.2e given the CPU's hidden state", worst_logits);
+    ops->seq_close(impl, 0);
+    ops->close(impl);
+    cpu_seq_free(s);
+    cpu_model_free(m);
+    for (int call = 0; call < calls; call++)
+        for (int l = 0; l < cfg->n_layers; l++) {
+            free(rec.in[call][l]);
+            free(rec.attn[call][l]);
+            free(rec.out[call][l]);
+            free(rec.pi_in[call][l]);
+        }
+    free(cpu_logits);
+    free(gpu_logits);
+    free(valid);
+}
+
+/* The GPU against itself (docs/model.md "Exactness"): a sequence's logits, bit for bit, whether its rows run
+ * alone, batched with another sequence's rows, or its prompt in two chunks, eagerly or replayed from CUDA
+ * graphs; then greedy decode steps alone and batched. Sequences: 0 alone and eager (the reference), 1
+ * batched with 2 (another prompt), 3 chunked, 4 alone from graphs; 1 to 4 from graphs. */
+static int run_rows(gpu_ctx *c, void *impl, const engine_backend_ops *ops, const engine_row *rows, int n, float *logits)
+{
+    int32_t drawn[64];
+    engine_out out = {.tokens = drawn, .logits = logits};
+    if (ops->step(impl, rows, n, &out)) {
+        check(c, 0, "engine_exact", "a round", "%s", dsk_err_msg());
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        if (rows[i].sample && ops->commit(impl, rows[i].seq, 0, rows[i].pos + 1)) {
+            check(c, 0, "engine_exact", "a commit", "%s", dsk_err_msg());
+            return -1;
+        }
+    return 0;
+}
+
+static engine_row prow(int seq, int32_t tok, int pos, int sample)
+{
+    return (engine_row){.seq = seq, .token = tok, .pos = pos, .sample = sample, .sp = SAMPLE_GREEDY, .top_logprobs = -1};
+}
+
+void test_engine_exact(gpu_ctx *c)
+{
+    const char *dir = getenv("DSKIT_TEST_MODEL");
+    const char *kit_path = getenv("DSKIT_TEST_KIT");
+    if (!dir || !kit_path) {
+        printf("engine_exact: skipped (DSKIT_TEST_MODEL names no model folder)\n");
+        return;
+    }
+    model_config cfg;
+    must(model_config_load(dir, &cfg), "the model's config");
+    int V = cfg.vocab_size;
+    enum { P = 24, Q = 17, STEPS2 = 8 };
+    int32_t p[P + STEPS2], q[Q + STEPS2];
+    dsk_rng r = fresh_rng(0xe7ac);
+    for (int i = 0; i < P; i++)
+        p[i] = (int32_t)dsk_rng_below(&r, (uint64_t)V / 2);
+    for (int i = 0; i < Q; i++)
+        q[i] = (int32_t)dsk_rng_below(&r, (uint64_t)V / 2);
+    engine_opts o = {.backend = "gpu", .model_dir = dir, .kit = kit_path, .max_seqs = 5, .max_rows = 64, .context = 2048};
+    uint32_t *valid = xmalloc(sizeof(uint32_t) * (size_t)(V + 31) / 32);
+    memset(valid, 0xff, sizeof(uint32_t) * (size_t)(V + 31) / 32);
+    engine_info info = {0};
+    engine_backend_args a = {&o, valid, &info, rank_xchg_single()};
+    void *impl;
+    const engine_backend_ops *ops;
+    must(gpu_backend_open(&a, &impl, &ops), "opening the GPU backend");
+    gpu_backend *gb = impl;
+    for (int s = 0; s < 5; s++)
+        must(ops->seq_open(impl, s, 256, 0), "a GPU sequence");
+    float *alone = xmalloc(sizeof(float) * (size_t)V * 64), *other = xmalloc(sizeof(float) * (size_t)V * 64);
+    engine_row rows[64];
+    int bad_batch = 0, bad_chunk = 0, bad_graph = 0, steps = 0;
+    float *graphed = xmalloc(sizeof(float) * (size_t)V * 64);
+    /* prompts: seq 0 alone; seq 1 + seq 2 in one round; seq 3 in chunks of 10 and 14 */
+    for (int i = 0; i < P; i++)
+        rows[i] = prow(0, p[i], i, i == P - 1);
+    gb->use_graphs = 0;
+    if (run_rows(c, impl, ops, rows, P, alone))
+        goto out;
+    gb->use_graphs = 1;
+    for (int i = 0; i < P; i++)
+        rows[i] = prow(4, p[i], i, i == P - 1);
+    if (run_rows(c, impl, ops, rows, P, graphed))
+        goto out;
+    bad_graph += memcmp(alone + (size_t)(P - 1) * V, graphed + (size_t)(P - 1) * V, sizeof(float) * (size_t)V) != 0;
+    for (int i = 0; i < P; i++)
+        rows[i] = prow(1, p[i], i, i == P - 1);
+    for (int i = 0; i < Q; i++)
+        rows[P + i] = prow(2, q[i], i, i == Q - 1);
+    if (run_rows(c, impl, ops, rows, P + Q, other))
+        goto out;
+    bad_batch += memcmp(alone + (size_t)(P - 1) * V, other + (size_t)(P - 1) * V, sizeof(float) * (size_t)V) != 0;
+    for (int i = 0; i < 10; i++)
+        rows[i] = prow(3, p[i], i, 0);
+    if (run_rows(c, impl, ops, rows, 10, other) || ops->commit(impl, 3, 0, 10))
+        goto out;
+    for (int i = 10; i < P; i++)
+        rows[i - 10] = prow(3, p[i], i, i == P - 1);
+    if (run_rows(c, impl, ops, rows, P - 10, other))
+        goto out;
+    bad_chunk += memcmp(alone + (size_t)(P - 1) * V, other + (size_t)(P - 11) * V, sizeof(float) * (size_t)V) != 0;
+    /* greedy steps: seq 0 alone, then seqs 1, 2, 3 in one round with the same token for 1 and 3 */
+    for (int t = 0; t < STEPS2; t++) {
+        int pos = P + t;
+        p[pos] = sample_row(alone + (size_t)(t == 0 ? P - 1 : 0) * V, V, &SAMPLE_GREEDY, pos, NULL);
+        q[Q + t] = (int32_t)dsk_rng_below(&r, (uint64_t)V / 2);
+        rows[0] = prow(0, p[pos], pos, 1);
+        gb->use_graphs = 0;
+        if (run_rows(c, impl, ops, rows, 1, alone))
+            goto out;
+        gb->use_graphs = 1;
+        rows[0] = prow(4, p[pos], pos, 1);
+        if (run_rows(c, impl, ops, rows, 1, graphed))
+            goto out;
+        bad_graph += memcmp(alone, graphed, sizeof(float) * (size_t)V) != 0;
+        rows[0] = prow(1, p[pos], pos, 1);
+        rows[1] = prow(2, q[Q + t], Q + t, 1);
+        rows[2] = prow(3, p[pos], pos, 1);
+        if (run_rows(c, impl, ops, rows, 3, other))
+            goto out;
+        bad_batch += memcmp(alone, other, sizeof(float) * (size_t)V) != 0;
+        bad_chunk += memcmp(alone, other + (size_t)2 * V, sizeof(float) * (size_t)V) != 0;
+        steps++;
+    }
+    check(c, bad_batch == 0, "engine_exact", "batched == alone",
+          "%d of %d rounds' logits differ (a 24-row prompt with a 17-row one, then %d decode rounds of 3 rows)",
+          bad_batch, steps + 1, steps);
+    check(c, bad_chunk == 0, "engine_exact", "chunked == one-shot", "%d of %d rounds' logits differ (chunks 10 + 14)",
+          bad_chunk, steps + 1);
+    check(c, bad_graph == 0 && gb->graph_replays > 0, "engine_exact", "graph == eager",
+          "%d of %d rounds' logits differ (%lld rounds replayed from %lld captured graphs)", bad_graph, steps + 1,
+          gb->graph_replays, gb->graph_captures);
+out:
+    for (int s = 0; s < 5; s++)
+        ops->seq_close(impl, s);
+    ops->close(impl);
+    free(graphed);
+    free(alone);
+    free(other);
+    free(valid);
+}
