@@ -10,6 +10,7 @@ int cmd_info(int argc, char **argv);     /* verify/verify_cli.c */
 int cmd_bench(int argc, char **argv);    /* runtime/bench/bench.c */
 int cmd_mkmodel(int argc, char **argv);  /* runtime/mkmodel/mkmodel.c */
 int cmd_tokenize(int argc, char **argv); /* runtime/tokenizer/cmd_tokenize.c */
+int cmd_serve(int argc, char **argv);    /* runtime/server/cmd_serve.c */
 int cmd_run(int argc, char **argv);      /* runtime/engine/cmd_run.c */
 int cmd_engram(int argc, char **argv);   /* runtime/engram/cmd_engram.c */
 int cmd_rank_follower(int argc, char **argv); /* runtime/ranks/cmd_rank_follower.c: started by rank 0 */
@@ -22,6 +23,7 @@ int bench_exl3(int argc, char **argv);     /* runtime/bench/bench_exl3.c: the EX
 int bench_decode(int argc, char **argv);   /* runtime/bench/bench_decode.c: dskit bench decode (GPU) */
 int bench_cpu(int argc, char **argv);      /* runtime/bench/bench_cpu.c: dskit bench cpu */
 int bench_tokenize(int argc, char **argv); /* runtime/tokenizer/bench_tokenize.c */
+int bench_serve(int argc, char **argv);    /* runtime/server/bench_serve.c: dskit bench serve */
 int bench_exchange(int argc, char **argv); /* runtime/ranks/bench_exchange.c */
 int bench_engram(int argc, char **argv);   /* runtime/engram/bench_engram.c */
 int bench_grammar(int argc, char **argv);  /* runtime/bench/bench_grammar.c */

@@ -28,6 +28,7 @@ static const command commands[] = {
     {"tokenize", cmd_tokenize, "text <-> token ids, chat requests -> prompt ids (stdin)"},
     {"engram", cmd_engram, "engram pack|verify ...: pack the Engram tables for direct reads, check a pack"},
     {"run", cmd_run, "run --backend cpu --model DIR --prompt TEXT: generate with the CPU model"},
+    {"serve", cmd_serve, "serve --model DIR [--port P] ...: the OpenAI-compatible HTTP server (dskit serve --help)"},
     {"rank-follower", cmd_rank_follower, NULL}, /* started by rank 0 (--tp N), not listed */
 };
 

@@ -14,7 +14,7 @@ step "tiny model"
 step "verify the kit for it, on the device"
 "$build/dskit" verify "$kit" --needs "$model" --device > "$out/verify.log" 2>&1 || { tail -20 "$out/verify.log"; fail=1; }
 tail -3 "$out/verify.log"
-step "gpu_tests (every family, engine, engine_exact)"
+step "gpu_tests (every family, engine, engine_exact, engine_draft)"
 DSKIT_TEST_MODEL=$model timeout 900 "$build/tests/gpu_tests" "$kit" "${@:4}" > "$out/gpu.log" 2>&1 || fail=1
 grep -E "FAIL|failed|skipped" "$out/gpu.log" | head -40
 grep -E "^(PASS|FAIL) +engine" "$out/gpu.log" | head -20
@@ -26,6 +26,15 @@ for be in cpu gpu; do
     --max-tokens 48 --print-ids > "$out/run-$be.txt" 2> "$out/run-$be.err" || { tail -5 "$out/run-$be.err"; fail=1; }
   echo "$be ($(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $t0}") s): $(head -c 300 "$out/run-$be.txt")"
   tail -2 "$out/run-$be.err"
+done
+step "dskit run --backend gpu --draft == without (greedy and seeded)"
+for t in 0 0.8; do
+  "$build/dskit" run --backend gpu --kit "$kit" --model "$model" --prompt-ids "$ids" --max-tokens 48 --print-ids \
+    --temperature $t --seed 7 > "$out/serial-$t.txt" 2> /dev/null
+  "$build/dskit" run --backend gpu --kit "$kit" --model "$model" --prompt-ids "$ids" --max-tokens 48 --print-ids \
+    --temperature $t --seed 7 --draft > "$out/draft-$t.txt" 2> "$out/draft-$t.err"
+  if cmp -s "$out/serial-$t.txt" "$out/draft-$t.txt"; then echo "T $t: drafted == serial; $(tail -1 "$out/draft-$t.err")"
+  else echo "T $t: drafted != serial"; tail -3 "$out/draft-$t.err"; fail=1; fi
 done
 step "dskit bench kit"
 timeout 300 "$build/dskit" bench kit "$kit" > "$out/bench-kit.txt" 2>&1 || fail=1

@@ -2,7 +2,7 @@
 # Install the Debian packages dskit builds and tests with (Debian 12). Needs root or sudo.
 # The CUDA toolkit (NVRTC, cuda.h) is expected at /usr/local/cuda; it is not a Debian package.
 set -euo pipefail
-pkgs=(build-essential cmake ninja-build pkg-config zstd python3 python3-pip
+pkgs=(build-essential cmake ninja-build pkg-config zstd python3 python3-pip curl
       libarchive-dev libxxhash-dev libjansson-dev libpcre2-dev libutf8proc-dev
       libcmocka-dev libmicrohttpd-dev libaio-dev libzstd-dev
       python3-jsonschema)
@@ -15,6 +15,13 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+fi
+# The server tests drive dskit serve with the official openai client (PyPI). Debian's own python3 refuses
+# pip installs into the system (PEP 668) unless told otherwise; other pythons take the plain install.
+if ! python3 -c 'import openai' 2>/dev/null; then
+  pip=(python3 -m pip install --quiet --disable-pip-version-check openai)
+  if [ "$(id -u)" != 0 ] && [ -z "${VIRTUAL_ENV:-}" ]; then pip+=(--user); fi
+  "${pip[@]}" 2>/dev/null || "${pip[@]}" --break-system-packages
 fi
 if [ ! -f /usr/local/cuda/include/cuda.h ] || [ ! -f /usr/local/cuda/include/nvrtc.h ]; then
   echo "install-deps: the CUDA toolkit (cuda.h, NVRTC) is needed at /usr/local/cuda" >&2

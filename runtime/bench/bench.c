@@ -30,6 +30,8 @@ static const bench_entry benches[] = {
                              "alone, bytes read against the roofline, launches per layer; prompt tok/s"},
     {"cpu", bench_cpu, "cpu [--model DIR] [--prompt-len N] [--decode N] [--threads N] [--reps N]: the CPU model's "
                        "prefill and decode tok/s (default: the tiny synthetic checkpoint), serial and drafted"},
+    {"serve", bench_serve, "serve [--model DIR] [--draft on|off] [--prompt-len N] [--tokens N] [--threads N]: the HTTP "
+                           "server's TTFT and tok/s for 1, 4, 16 streams, and its overhead per token"},
 };
 
 int cmd_bench(int argc, char **argv)

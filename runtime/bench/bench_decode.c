@@ -276,6 +276,24 @@ static int table(bench *B, int64_t C, int reps, dsk_rng *rng)
                per_layer / mm_layer, bl / 1e6, per_layer * 1e-6 / (bl / (B->roof * 1e9)),
                (launches - b->outside_launches) / L);
     }
+    /* the DSpark draft step: 5 drafts for 1, 4 and 16 sequences */
+    for (int nd = 1; c->n_mtp_layers > 0 && nd <= MAX_SEQS && nd <= b->max_draft; nd *= 4) {
+        engine_draft_req req[MAX_SEQS];
+        int32_t drafts[MAX_SEQS * 8];
+        for (int i = 0; i < nd; i++)
+            req[i] = (engine_draft_req){.seq = i, .t0 = 1000 + i, .sp = SAMPLE_GREEDY};
+        if (B->ops->draft(b, req, nd, drafts, NULL))
+            return -1;
+        double best = 1e30;
+        for (int i = 0; i < reps; i++) {
+            double t0 = dsk_now();
+            if (B->ops->draft(b, req, nd, drafts, NULL))
+                return -1;
+            double t = (dsk_now() - t0) * 1e3;
+            best = t < best ? t : best;
+        }
+        printf("draft step, %2d sequence%s x %d drafts: %.3f ms\n", nd, nd == 1 ? " " : "s", c->dspark_block_size, best);
+    }
     return 0;
 }
 
@@ -354,7 +372,7 @@ int bench_decode(int argc, char **argv)
     dsk_rng rng;
     dsk_rng_seed(&rng, 7);
     for (int s = 0; s < MAX_SEQS && !rc; s++)
-        rc = B.ops->seq_open(impl, s, cmax, 0);
+        rc = B.ops->seq_open(impl, s, cmax, B.b->cfg->n_mtp_layers > 0 ? ENGINE_SEQ_DRAFT : 0);
     int64_t done = 0;
     for (int ci = 0; ci < nctx && !rc; ci++) {
         int64_t C = contexts[ci];

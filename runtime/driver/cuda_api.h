@@ -42,6 +42,7 @@
     X(cuMemcpyDtoD, CUDA_VERSION) \
     X(cuMemcpyHtoDAsync, CUDA_VERSION) \
     X(cuMemcpyDtoHAsync, CUDA_VERSION) \
+    X(cuMemcpyDtoDAsync, CUDA_VERSION) \
     X(cuMemsetD8, CUDA_VERSION) \
     X(cuMemsetD32, CUDA_VERSION) \
     X(cuMemsetD32Async, CUDA_VERSION) \

@@ -252,7 +252,22 @@ int kit_launch(const kit_kernel *kk, unsigned gx, unsigned gy, unsigned gz, CUst
     if (r != CUDA_SUCCESS)
         return dsk_cu_fail(r, m->pdl ? "cuLaunchKernelEx" : "cuLaunchKernel"),
                dsk_err_ctx("launching %s (grid %u,%u,%u)", m->symbol, gx, gy, gz);
+    /* DSKIT_SYNC_LAUNCHES=1: wait for every kernel, so that a fault names the kernel that made it (a fault
+     * is otherwise seen at the round's one synchronisation, after many launches) */
+    if (kit_sync_launches() && (r = cu.cuStreamSynchronize(stream)) != CUDA_SUCCESS)
+        return dsk_cu_fail(r, "cuStreamSynchronize"),
+               dsk_err_ctx("%s (grid %u,%u,%u) failed on the device", m->symbol, gx, gy, gz);
     return 0;
+}
+
+int kit_sync_launches(void)
+{
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("DSKIT_SYNC_LAUNCHES");
+        v = e && *e && strcmp(e, "0") ? 1 : 0;
+    }
+    return v;
 }
 
 void kit_close(kit *k)

@@ -39,6 +39,9 @@ int kit_nkernels(const kit *k);
 const kit_kernel *kit_kernel_at(const kit *k, int i);
 /* Launch with the manifest's block size and dynamic shared memory; nargs must equal the kernel's
  * parameter count. */
+/* DSKIT_SYNC_LAUNCHES set (not 0): kit_launch waits for each kernel and names it when it faults (slow;
+ * the GPU backend then runs without graphs). */
+int kit_sync_launches(void);
 /* Kernel launches this process has made through kit_launch (benchmarks: launches per layer and round). */
 unsigned long long kit_launches(void);
 int kit_launch(const kit_kernel *kk, unsigned gx, unsigned gy, unsigned gz, CUstream stream, void **args,

@@ -138,6 +138,16 @@ static void layout(gpu_backend *b, arena *a)
     b->eg_rows = take(a, sizeof(uint16_t) * R * cols * ew);
     b->eg_kv = take(a, sizeof(uint16_t) * R * (hc + 1) * d);
     b->taps = take(a, sizeof(uint16_t) * R * (size_t)(c->n_dspark_targets > 0 ? c->n_dspark_targets : 1) * d);
+    /* the drafter's: max_draft requests of B rows */
+    size_t B = (size_t)(c->n_mtp_layers > 0 ? c->dspark_block_size : 1), D = (size_t)b->draft_ld;
+    size_t Rk = (size_t)(c->n_mtp_layers > 0 ? c->dspark_markov_rank : 8);
+    b->draft_prev = take(a, sizeof(int32_t) * D);
+    b->draft_tok = take(a, sizeof(int32_t) * B * D);
+    b->draft_conf = take(a, sizeof(float) * B * D);
+    b->draft_e = take(a, sizeof(uint16_t) * D * Rk);
+    b->draft_bias = take(a, c->n_mtp_layers > 0 ? sizeof(float) * D * V : 16);
+    b->feed_pos = take(a, sizeof(int32_t) * R);
+    b->feed_dst = take(a, sizeof(int32_t) * R);
     b->ws_misc_bytes = misc_need(b);
     b->ws_misc = take(a, b->ws_misc_bytes);
 }
@@ -354,7 +364,7 @@ static int gpu_commit(void *impl, int seq, int64_t old_len, int64_t len)
     gpu_backend *b = impl;
     (void)old_len;
     b->seqs[seq].len = len; /* every store is position-indexed and the rings keep the rollback window */
-    return 0;
+    return b->seqs[seq].flags & ENGINE_SEQ_DRAFT ? gpu_draft_feed(b, seq, len) : 0;
 }
 
 static int gpu_step(void *impl, const engine_row *rows, int n, engine_out *out)
@@ -364,12 +374,7 @@ static int gpu_step(void *impl, const engine_row *rows, int n, engine_out *out)
 
 static int gpu_draft(void *impl, const engine_draft_req *req, int n, int32_t *drafts, float *conf)
 {
-    (void)impl;
-    (void)req;
-    (void)n;
-    (void)drafts;
-    (void)conf;
-    return dsk_err("drafting is not in the GPU backend yet");
+    return gpu_draft_run(impl, req, n, drafts, conf);
 }
 
 static const engine_backend_ops gpu_ops = {gpu_close, gpu_seq_open, gpu_seq_close, gpu_step, gpu_commit, gpu_draft};
@@ -392,6 +397,13 @@ int gpu_backend_open(const engine_backend_args *a, void **impl, const engine_bac
     b->valid = a->valid;
     b->max_seqs = o->max_seqs;
     b->max_rows = o->max_rows > 0 && o->max_rows < 1024 ? o->max_rows : 1024;
+    if (cfg.n_mtp_layers > 0) {
+        int per = b->max_rows / (cfg.dspark_block_size > 0 ? cfg.dspark_block_size : 1);
+        b->max_draft = per < 64 ? per : 64;
+        b->max_draft = b->max_draft < b->max_seqs ? b->max_draft : b->max_seqs;
+    } else
+        b->max_draft = 1;
+    b->draft_ld = (b->max_draft + 3) & ~3;
     b->spare = cfg.dspark_block_size + 1 > 8 ? cfg.dspark_block_size + 1 : 8;
     b->ring = cfg.window_size + b->spare;
     b->context = o->context > 0 && o->context < cfg.max_seq_len ? o->context : cfg.max_seq_len;
@@ -442,6 +454,7 @@ int gpu_backend_open(const engine_backend_args *a, void **impl, const engine_bac
         IO(io_lp, sizeof(float) * R);
         IO(io_tid, sizeof(int32_t) * R * SAMPLE_TOP_LOGPROBS);
         IO(io_tlp, sizeof(float) * R * SAMPLE_TOP_LOGPROBS);
+        IO(io_feed, sizeof(int32_t) * 2 * R);
 #undef IO
         b->io_bytes = at;
     }
@@ -491,7 +504,7 @@ int gpu_backend_open(const engine_backend_args *a, void **impl, const engine_bac
     in->context = b->context;
     in->pool = b->pool;
     in->max_rollback = b->spare;
-    in->draft_block = 0; /* the GPU drafter comes later */
+    in->draft_block = b->cfg->n_mtp_layers > 0 ? b->cfg->dspark_block_size : 0;
     *impl = b;
     *ops = &gpu_ops;
     return 0;

@@ -22,6 +22,11 @@ typedef struct {
     int64_t len;          /* committed (the engine's) */
     int32_t *tokens;      /* [reserve] token ids (Engram's history) */
     int32_t *cids;        /* [reserve] their Engram compressed ids */
+    /* DSpark (a sequence opened with ENGINE_SEQ_DRAFT): positions [0, draft_len) are in its main-KV rings;
+     * the last round's rows of the sequence (round rows row0.., positions pos0..) hold its taps, fed to
+     * the rings when the sequence commits them */
+    int64_t draft_len, taps_pos0;
+    int taps_row0, taps_n;
 } gpu_seq;
 
 /* A round's plan: everything a round's kernels read per row, in one host buffer copied in one go into a
@@ -98,7 +103,7 @@ struct gpu_backend {
     /* pinned host memory of the draw: the rows' parameters and allow masks (read by the round's copies),
      * and what comes back (tokens, log-probabilities) */
     void *io_host;
-    size_t io_sp, io_allow, io_tok, io_lp, io_tid, io_tlp, io_bytes;
+    size_t io_sp, io_allow, io_tok, io_lp, io_tid, io_tlp, io_feed, io_bytes;
     /* decode and verify rounds replay CUDA graphs captured per shape (gpu_round.c) */
     int use_graphs;
     struct gpu_graph {
@@ -107,7 +112,11 @@ struct gpu_backend {
     } graphs[GPU_MAX_GRAPHS];
     int ngraphs;
     long long graph_replays, graph_captures;
-    int outside_launches;          /* launches of the last eager round outside its layers (benchmarks) */
+    int outside_launches;
+    /* the drafter's buffers: a draft call's previous tokens, drafts and confidences ([B][max_draft]), the
+     * rows' Markov embeddings and biases, and a feed's positions and ring rows */
+    int max_draft, draft_ld;       /* requests per draft call; the row stride of the per-draft arrays (x4: aligned) */
+    CUdeviceptr draft_prev, draft_tok, draft_conf, draft_e, draft_bias, feed_pos, feed_dst;          /* launches of the last eager round outside its layers (benchmarks) */
     CUdeviceptr arena;             /* the state and scratch buffers above, one allocation */
     /* Tests only (teacher forcing, layer-by-layer comparisons with the CPU, tests/gpu/test_engine_gpu.c):
      * called in every block, after the stream has finished, with the device streams [n][hc][d] bf16 and
@@ -121,5 +130,33 @@ enum { GPU_HOOK_BLOCK_IN, GPU_HOOK_ATTN_OUT, GPU_HOOK_BLOCK_OUT };
 /* Run one round on the device: the plan is in plan_host; returns after the drawn tokens (and logprobs)
  * are back on the host. */
 int gpu_round(gpu_backend *b, const engine_row *rows, int n, engine_out *out);
+/* DSpark on the device (gpu_draft.c): feed the committed positions [draft_len, len) of a sequence from the
+ * last round's taps; propose draft_block tokens for each request. */
+int gpu_draft_feed(gpu_backend *b, int seq, int64_t len);
+int gpu_draft_run(gpu_backend *b, const engine_draft_req *req, int n, int32_t *drafts, float *conf);
+/* One round's shape (gpu_round.c builds it with the plan). */
+typedef struct {
+    int R, S;                /* rows, sampling rows */
+    int ne[3];               /* latents emitted per ratio (a graph's round: every row, the others skipped) */
+    int reach_max[3];        /* the widest reach per ratio */
+    int N[3];                /* the indexer's scores per row: the widest reach, or its bucket in a graph */
+    int graph;               /* replayed from a captured graph: every count a function of the graph's key */
+    int any_allow, masks, trunc; /* rows with allow masks; the draw's masks uploaded; top-k/top-p candidates */
+    size_t allow_bytes, sample_ws;
+    int64_t plan_bytes;      /* what to copy */
+} round_shape;
+
+/* A layer's context within a round: the shape, this layer's π, the candidate bitmap rows. */
+typedef struct {
+    gpu_backend *b;
+    const round_shape *sh;
+    CUdeviceptr pi;   /* this layer's π: fp32 rows with stride pi_stride */
+    int pi_stride;
+    CUdeviceptr cand; /* the candidate source's bitmap rows (valid after layer candidate_source) */
+    int cand_ldw;
+} layer_ctx;
+
+/* One layer's launches (a backbone layer or a DSpark stage), in the CPU forward's order. */
+int gpu_layer(layer_ctx *L, int l);
 
 #endif

@@ -34,17 +34,7 @@
             return -1;                                                                                           \
     } while (0)
 
-/* The round as the host planned it. */
-typedef struct {
-    int R, S;                /* rows, sampling rows */
-    int ne[3];               /* latents emitted per ratio (a graph's round: every row, the others skipped) */
-    int reach_max[3];        /* the widest reach per ratio */
-    int N[3];                /* the indexer's scores per row: the widest reach, or its bucket in a graph */
-    int graph;               /* replayed from a captured graph: every count a function of the graph's key */
-    int any_allow, masks, trunc; /* rows with allow masks; the draw's masks uploaded; top-k/top-p candidates */
-    size_t allow_bytes, sample_ws;
-    int64_t plan_bytes;      /* what to copy */
-} round_shape;
+
 
 /* The indexer's N in a graph: the widest reach rounded up to a power of two (at least 1024) and capped at
  * the score buffer's width. Scores past a row's reach are −∞ and a top-k's ties go to the lower index, so
@@ -78,6 +68,7 @@ static int build_plan(gpu_backend *b, const engine_row *rows, int n, int graph, 
         gpu_seq *s = &b->seqs[rows[i].seq];
         int slot = rows[i].seq, n_s = j - i;
         int64_t p0 = rows[i].pos;
+        s->taps_row0 = i, s->taps_pos0 = p0, s->taps_n = n_s; /* the drafter's feed on commit */
         for (int r = i; r < j; r++) {
             int64_t p = rows[r].pos;
             tok[r] = rows[r].token;
@@ -120,7 +111,6 @@ static int build_plan(gpu_backend *b, const engine_row *rows, int n, int graph, 
                 samp[sh->S++] = r;
             sh->any_allow |= rows[r].allow != NULL;
         }
-        (void)n_s;
         i = j;
     }
     for (int ratio = 1; ratio < 3; ratio++)
@@ -171,14 +161,7 @@ static int engram_plan(gpu_backend *b, const engine_row *rows, int n)
 
 /* ---- one layer ---- */
 
-typedef struct {
-    gpu_backend *b;
-    const round_shape *sh;
-    CUdeviceptr pi;   /* this layer's π: fp32 rows with stride pi_stride */
-    int pi_stride;
-    CUdeviceptr cand; /* the candidate source's bitmap rows (valid after layer candidate_source) */
-    int cand_ldw;
-} layer_ctx;
+
 
 static int kv_rows_store(gpu_backend *b, CUdeviceptr src, int64_t stride, CUdeviceptr dst_pool, CUdeviceptr dst_idx,
                          int n, int width)
@@ -310,13 +293,20 @@ static int attention(layer_ctx *L, int l, const gpu_block *g)
         return dsk_err_ctx("layer %d: the compressor", l);
     if (r->is_index_source && indexer(L, l, g))
         return dsk_err_ctx("layer %d: the indexer", l);
-    size_t ring_off = (size_t)l * b->max_seqs * b->ring * hd * 2;
-    sparse_attn_args sa = {.q = b->q, .kv_call = b->kv, .kv_ring = b->rings + ring_off,
-                           .kv2 = ratio > 0 ? b->ckv[r->kv_source] : 0, .sel = ratio > 0 ? b->sel[r->topk_source] : 0,
+    /* a DSpark stage attends to its main-KV ring, then to the whole block (this round's keys, rows base2 +
+     * j of the call: the plan's rows say so); its block keys are not cached */
+    int stage = l >= c->n_layers;
+    CUdeviceptr ring = stage ? b->dring + (CUdeviceptr)(l - c->n_layers) * b->max_seqs * b->ring * hd * 2
+                             : b->rings + (CUdeviceptr)l * b->max_seqs * b->ring * hd * 2;
+    sparse_attn_args sa = {.q = b->q, .kv_call = b->kv, .kv_ring = ring,
+                           .kv2 = stage ? b->kv : ratio > 0 ? b->ckv[r->kv_source] : 0,
+                           .sel = !stage && ratio > 0 ? b->sel[r->topk_source] : 0,
                            .rows_desc = DEV(b, attn[ratio]), .sink = g->attn_sink, .freqs = b->freqs[kind],
                            .out = b->o, .ws = b->ws_misc, .ws_bytes = b->ws_misc_bytes, .rows = R, .heads = H,
-                           .head_dim = hd, .ring = b->ring, .sel_ld = ratio > 0 ? b->sel_ld[r->topk_source] : 1, .rope_dim = c->rope_head_dim,
-                           .max_list = c->window_size + (ratio > 0 ? c->index_topk : 0)};
+                           .head_dim = hd, .ring = b->ring,
+                           .sel_ld = !stage && ratio > 0 ? b->sel_ld[r->topk_source] : 1,
+                           .rope_dim = c->rope_head_dim,
+                           .max_list = c->window_size + (stage ? c->dspark_block_size : ratio > 0 ? c->index_topk : 0)};
     TRY(op_sparse_attn(b->k, b->s, &sa));
     /* grouped wo_a: group gi on its heads' outputs; then wo_b */
     int G = c->o_groups, ol = c->o_lora_rank, gin = H * hd / G;
@@ -329,8 +319,9 @@ static int attention(layer_ctx *L, int l, const gpu_block *g)
     }
     TRY(op_exl3_matmul(b->k, b->s, &g->wo_b, b->z, G * ol, R, b->y16, c->dim, EXL3_OUT_BF16, &b->ws));
     /* the round's window keys enter the ring last (earlier rows of the round read them from b->kv) */
-    return op_rows_copy(b->k, b->s, b->kv, (int64_t)hd * 2, 0, b->rings + ring_off, (int64_t)hd * 2, DEV(b, ring_dst), R,
-                        hd * 2);
+    if (stage)
+        return 0;
+    return op_rows_copy(b->k, b->s, b->kv, (int64_t)hd * 2, 0, ring, (int64_t)hd * 2, DEV(b, ring_dst), R, hd * 2);
 }
 
 static int moe(layer_ctx *L, const gpu_block *g)
@@ -346,7 +337,7 @@ static int moe(layer_ctx *L, const gpu_block *g)
     return op_cast_bf16(b->k, b->s, b->y32, b->y16, (int64_t)R * d);
 }
 
-static int layer(layer_ctx *L, int l)
+int gpu_layer(layer_ctx *L, int l)
 {
     gpu_backend *b = L->b;
     const model_config *c = b->cfg;
@@ -473,7 +464,7 @@ static int device_round(gpu_backend *b, const round_shape *sh)
     TRY(op_embed(b->k, b->s, b->w.embed, c->vocab_size, DEV(b, tokens), b->X, b->pi0, n, c->hc_mult, c->dim));
     layer_ctx L = {b, sh, b->pi0, c->hc_mult, 0, 0};
     for (int l = 0; l < c->n_layers; l++)
-        if (layer(&L, l))
+        if (gpu_layer(&L, l))
             return dsk_err_ctx("layer %d", l);
     unsigned long long l1 = kit_launches();
     int rc = head_and_sample(b, sh);
@@ -528,7 +519,7 @@ int gpu_round(gpu_backend *b, const engine_row *rows, int n, engine_out *out)
     const model_config *c = b->cfg;
     if (n > b->max_rows)
         return dsk_err("a GPU round takes %d rows at most, %d given", b->max_rows, n);
-    int graph = b->use_graphs && !b->hook && n <= GPU_GRAPH_MAX_ROWS, failed = 0;
+    int graph = b->use_graphs && !b->hook && !kit_sync_launches() && n <= GPU_GRAPH_MAX_ROWS, failed = 0;
     round_shape sh;
     if (build_plan(b, rows, n, graph, &sh) || engram_plan(b, rows, n) || sample_prep(b, &sh, rows))
         return -1;
@@ -554,7 +545,8 @@ int gpu_round(gpu_backend *b, const engine_row *rows, int n, engine_out *out)
         return -1;
     CUresult cr = cu.cuStreamSynchronize(b->s);
     if (cr != CUDA_SUCCESS)
-        return dsk_cu_fail(cr, "the round on the device"), dsk_err_ctx("%s", kit_root(b->k));
+        return dsk_cu_fail(cr, "the round on the device"),
+               dsk_err_ctx("kit %s; DSKIT_SYNC_LAUNCHES=1 names the kernel that faulted", kit_root(b->k));
     /* the results */
     const int32_t *src = P32(b, sample_src), *tok = IO(b, io_tok), *tid = IO(b, io_tid);
     const float *lp = IO(b, io_lp), *tlp = IO(b, io_tlp);

@@ -202,6 +202,22 @@ static void test_refusals(void **state)
     assert_int_equal(engine_seq_open(E, engine_get_info(E)->context + 1, 0, &s[0]), -1);
 }
 
+/* What this build lacks is refused at open with a message naming it (the server prints it and exits). */
+static void test_open_refusals(void **state)
+{
+    (void)state;
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s/ckpt", model_test_root);
+    engine *e = NULL;
+    engine_opts o = {.backend = "cpu", .model_dir = dir, .tp = 2};
+    assert_int_equal(engine_open(&o, &e), -1);
+    assert_null(e);
+    assert_non_null(strstr(dsk_err_msg(), "tp 2"));
+    o = (engine_opts){.backend = "gpu", .model_dir = dir};
+    assert_int_equal(engine_open(&o, &e), -1);
+    assert_non_null(strstr(dsk_err_msg(), "'gpu' is not available"));
+}
+
 /* Draws stay within the tokenizer's ids and a row's allowed set; top_k = 1 and a vanishing top_p are the
  * argmax; log-probabilities are those of the logits. */
 static void test_draws(void **state)
@@ -281,7 +297,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rollback_window),   cmocka_unit_test(test_batched_equals_alone),
         cmocka_unit_test(test_refusals),          cmocka_unit_test(test_draws),
-        cmocka_unit_test(test_padded_vocab_never_drawn),
+        cmocka_unit_test(test_padded_vocab_never_drawn), cmocka_unit_test(test_open_refusals),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -119,6 +119,7 @@ static const family_test tests[] = {
     {"engram_rows", test_engram_rows},  {"engram_gate", test_engram_gate},
     {"sparse_attn", test_sparse_attn},
     {"engine", test_engine},
+    {"engine_draft", test_engine_draft}, /* drafted == serial on the GPU */
     {"engine_exact", test_engine_exact}, /* the GPU against itself: batched, chunked == alone */ /* the whole model, layer by layer against the CPU (DSKIT_TEST_MODEL) */
 };
 

@@ -10,6 +10,7 @@
 #include "runtime/common/error.h"
 #include "runtime/common/numerics.h"
 #include "runtime/cpu/cpu_model.h"
+#include "runtime/engine/generate.h"
 #include "runtime/gpu/gpu_engine.h"
 #include "runtime/ref/sampling.h"
 #include "tests/gpu/gpu_check.h"
@@ -232,8 +233,9 @@ void test_engine(gpu_ctx *c)
 
 /* The GPU against itself (docs/model.md "Exactness"): a sequence's logits, bit for bit, whether its rows run
  * alone, batched with another sequence's rows, or its prompt in two chunks, eagerly or replayed from CUDA
- * graphs; then greedy decode steps alone and batched. Sequences: 0 alone and eager (the reference), 1
- * batched with 2 (another prompt), 3 chunked, 4 alone from graphs; 1 to 4 from graphs. */
+ * graphs; then greedy decode steps alone and batched among 15 other sequences. Sequences: 0 alone and eager
+ * (the reference), 1 batched with 2 (another prompt), 3 chunked, 4 alone from graphs, 5 token by token, 6 to
+ * 17 others (their own prompts); 1 to 17 from graphs. */
 static int run_rows(gpu_ctx *c, void *impl, const engine_backend_ops *ops, const engine_row *rows, int n, float *logits)
 {
     int32_t drawn[64];
@@ -266,14 +268,14 @@ void test_engine_exact(gpu_ctx *c)
     model_config cfg;
     must(model_config_load(dir, &cfg), "the model's config");
     int V = cfg.vocab_size;
-    enum { P = 24, Q = 17, STEPS2 = 8 };
+    enum { P = 24, Q = 17, STEPS2 = 8, NSEQ = 18, OTHER0 = 6, OP = 4 };
     int32_t p[P + STEPS2], q[Q + STEPS2];
     dsk_rng r = fresh_rng(0xe7ac);
     for (int i = 0; i < P; i++)
         p[i] = (int32_t)dsk_rng_below(&r, (uint64_t)V / 2);
     for (int i = 0; i < Q; i++)
         q[i] = (int32_t)dsk_rng_below(&r, (uint64_t)V / 2);
-    engine_opts o = {.backend = "gpu", .model_dir = dir, .kit = kit_path, .max_seqs = 5, .max_rows = 64, .context = 2048};
+    engine_opts o = {.backend = "gpu", .model_dir = dir, .kit = kit_path, .max_seqs = NSEQ, .max_rows = 64, .context = 2048};
     uint32_t *valid = xmalloc(sizeof(uint32_t) * (size_t)(V + 31) / 32);
     memset(valid, 0xff, sizeof(uint32_t) * (size_t)(V + 31) / 32);
     engine_info info = {0};
@@ -282,11 +284,11 @@ void test_engine_exact(gpu_ctx *c)
     const engine_backend_ops *ops;
     must(gpu_backend_open(&a, &impl, &ops), "opening the GPU backend");
     gpu_backend *gb = impl;
-    for (int s = 0; s < 5; s++)
+    for (int s = 0; s < NSEQ; s++)
         must(ops->seq_open(impl, s, 256, 0), "a GPU sequence");
     float *alone = xmalloc(sizeof(float) * (size_t)V * 64), *other = xmalloc(sizeof(float) * (size_t)V * 64);
     engine_row rows[64];
-    int bad_batch = 0, bad_chunk = 0, bad_graph = 0, steps = 0;
+    int bad_batch = 0, bad_chunk = 0, bad_graph = 0, bad_token = 0, steps = 0;
     float *graphed = xmalloc(sizeof(float) * (size_t)V * 64);
     /* prompts: seq 0 alone; seq 1 + seq 2 in one round; seq 3 in chunks of 10 and 14 */
     for (int i = 0; i < P; i++)
@@ -316,7 +318,21 @@ void test_engine_exact(gpu_ctx *c)
     if (run_rows(c, impl, ops, rows, P - 10, other))
         goto out;
     bad_chunk += memcmp(alone + (size_t)(P - 1) * V, other + (size_t)(P - 11) * V, sizeof(float) * (size_t)V) != 0;
-    /* greedy steps: seq 0 alone, then seqs 1, 2, 3 in one round with the same token for 1 and 3 */
+    /* seq 5: the prompt token by token */
+    for (int i = 0; i < P; i++) {
+        rows[0] = prow(5, p[i], i, i == P - 1);
+        if (run_rows(c, impl, ops, rows, 1, other) || ops->commit(impl, 5, i, i + 1))
+            goto out;
+    }
+    bad_token += memcmp(alone + (size_t)(P - 1) * V, other, sizeof(float) * (size_t)V) != 0;
+    /* the others' prompts, OP tokens each, in one round */
+    for (int o2 = 0; o2 < NSEQ - OTHER0; o2++)
+        for (int i = 0; i < OP; i++)
+            rows[o2 * OP + i] = prow(OTHER0 + o2, (int32_t)dsk_rng_below(&r, (uint64_t)V / 2), i, i == OP - 1);
+    if (run_rows(c, impl, ops, rows, (NSEQ - OTHER0) * OP, other))
+        goto out;
+    /* greedy steps: seq 0 alone; seqs 1, 2, 3, 5 and the others in one round of 16 rows, the same token for 1,
+     * 3 and 5 */
     for (int t = 0; t < STEPS2; t++) {
         int pos = P + t;
         p[pos] = sample_row(alone + (size_t)(t == 0 ? P - 1 : 0) * V, V, &SAMPLE_GREEDY, pos, NULL);
@@ -333,26 +349,74 @@ void test_engine_exact(gpu_ctx *c)
         rows[0] = prow(1, p[pos], pos, 1);
         rows[1] = prow(2, q[Q + t], Q + t, 1);
         rows[2] = prow(3, p[pos], pos, 1);
-        if (run_rows(c, impl, ops, rows, 3, other))
+        rows[3] = prow(5, p[pos], pos, 1);
+        for (int o2 = 0; o2 < NSEQ - OTHER0; o2++)
+            rows[4 + o2] = prow(OTHER0 + o2, (int32_t)dsk_rng_below(&r, (uint64_t)V / 2), OP + t, 1);
+        if (run_rows(c, impl, ops, rows, 4 + NSEQ - OTHER0, other))
             goto out;
         bad_batch += memcmp(alone, other, sizeof(float) * (size_t)V) != 0;
         bad_chunk += memcmp(alone, other + (size_t)2 * V, sizeof(float) * (size_t)V) != 0;
+        bad_token += memcmp(alone, other + (size_t)3 * V, sizeof(float) * (size_t)V) != 0;
         steps++;
     }
     check(c, bad_batch == 0, "engine_exact", "batched == alone",
-          "%d of %d rounds' logits differ (a 24-row prompt with a 17-row one, then %d decode rounds of 3 rows)",
+          "%d of %d rounds' logits differ (a 24-row prompt with a 17-row one, then %d decode rounds of 16 rows)",
           bad_batch, steps + 1, steps);
+    check(c, bad_token == 0, "engine_exact", "token by token == one-shot",
+          "%d of %d rounds' logits differ (the prompt in 24 rounds of 1 row)", bad_token, steps + 1);
     check(c, bad_chunk == 0, "engine_exact", "chunked == one-shot", "%d of %d rounds' logits differ (chunks 10 + 14)",
           bad_chunk, steps + 1);
     check(c, bad_graph == 0 && gb->graph_replays > 0, "engine_exact", "graph == eager",
           "%d of %d rounds' logits differ (%lld rounds replayed from %lld captured graphs)", bad_graph, steps + 1,
           gb->graph_replays, gb->graph_captures);
 out:
-    for (int s = 0; s < 5; s++)
+    for (int s = 0; s < NSEQ; s++)
         ops->seq_close(impl, s);
     ops->close(impl);
     free(graphed);
     free(alone);
     free(other);
     free(valid);
+}
+
+/* Drafting on the GPU (docs/model.md "Exactness"): generate with DSpark drafts and exact verification ==
+ * generate serially, greedy and seeded; the share of drafts accepted is reported (random weights: low). */
+void test_engine_draft(gpu_ctx *c)
+{
+    const char *dir = getenv("DSKIT_TEST_MODEL");
+    const char *kit_path = getenv("DSKIT_TEST_KIT");
+    if (!dir || !kit_path) {
+        printf("engine_draft: skipped (DSKIT_TEST_MODEL names no model folder)\n");
+        return;
+    }
+    engine_opts o = {.backend = "gpu", .model_dir = dir, .kit = kit_path, .max_seqs = 2, .max_rows = 64, .context = 2048};
+    engine *e;
+    must(engine_open(&o, &e), "opening the GPU engine");
+    const engine_info *in = engine_get_info(e);
+    if (in->draft_block == 0) {
+        printf("engine_draft: skipped (the model has no DSpark stages)\n");
+        engine_close(e);
+        return;
+    }
+    enum { P = 16, T = 48 };
+    int32_t prompt[P], serial[T], drafted[T];
+    dsk_rng r = fresh_rng(0xd4af);
+    for (int i = 0; i < P; i++)
+        prompt[i] = (int32_t)dsk_rng_below(&r, (uint64_t)in->vocab / 2);
+    for (int mode = 0; mode < 2; mode++) {
+        gen_opts g = {.max_tokens = T, .sp = mode ? (sample_params){0.8f, 0.95f, 40, 1234} : SAMPLE_GREEDY};
+        gen_stats s0, s1;
+        int rc0 = engine_generate(e, prompt, P, &g, serial, &s0);
+        g.draft = 1;
+        int rc1 = rc0 ? -1 : engine_generate(e, prompt, P, &g, drafted, &s1);
+        if (rc0 || rc1) {
+            check(c, 0, "engine_draft", mode ? "seeded" : "greedy", "%s", dsk_err_msg());
+            continue;
+        }
+        int same = s0.n_out == s1.n_out && !memcmp(serial, drafted, sizeof(int32_t) * (size_t)s0.n_out);
+        check(c, same, "engine_draft", mode ? "seeded T 0.8 top_p 0.95 top_k 40" : "greedy",
+              "drafted %s serial (%d tokens; %d verify rounds, %d drafts accepted, %.2f per round)",
+              same ? "==" : "!=", s0.n_out, s1.rounds, s1.accepted, s1.rounds ? (double)s1.accepted / s1.rounds : 0.0);
+    }
+    engine_close(e);
 }

@@ -1,0 +1,38 @@
+/* The scheduler: the one thread that owns the engine. HTTP threads post tasks (a request to run, a
+ * cancel) and wait on the request; each round the scheduler drains the tasks, admits queued requests
+ * while sequences and pool room allow, and puts every active sequence's rows into ONE engine_step: a
+ * decode row (or a DSpark verify window) per decoding sequence and up to prefill_chunk prompt rows of
+ * the sequences still reading their prompts. Each sequence keeps exactly the positions, sampling keys
+ * and accept rule of the single-sequence loop (runtime/engine/generate.c), so its tokens are those it
+ * gets alone. */
+#ifndef DSK_SERVER_SCHED_H
+#define DSK_SERVER_SCHED_H
+
+#include "runtime/engine/engine.h"
+#include "runtime/server/constrain.h"
+#include "runtime/server/metrics.h"
+#include "runtime/server/request.h"
+#include "runtime/tokenizer/tokenizer.h"
+
+typedef struct {
+    int prefill_chunk;      /* prompt rows per round, over all sequences reading their prompts */
+    int draft;              /* DSpark drafting with exact verification (when the model has a drafter) */
+    int max_queue;          /* requests that may wait for a sequence or pool room */
+    double queue_timeout_s; /* a request that waited this long fails with 503 */
+    const srv_genv *genv;   /* structured output (requests whose gen.grammar is set) */
+} sched_opts;
+
+typedef struct sched sched;
+
+int sched_start(engine *e, const dsk_tokenizer *tok, const sched_opts *o, srv_metrics *m, sched **out);
+/* Hand r to the scheduler (which takes its own reference). Refused, with r failed as 429, when max_queue
+ * requests wait already. */
+int sched_submit(sched *s, srv_req *r);
+/* Stop r's generation: its sequence is freed within one round. */
+void sched_cancel(sched *s, srv_req *r);
+/* Requests queued or running. */
+int sched_busy(sched *s);
+/* Stop the thread and join it; requests it still holds end as cancelled. */
+void sched_stop(sched *s);
+
+#endif

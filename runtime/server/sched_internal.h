@@ -1,0 +1,97 @@
+/* The scheduler's state, shared by its two files: sched.c (tasks, admission, the thread, life cycle) and
+ * sched_round.c (one round: rows, the step, accepting, publishing). Only the scheduler thread touches
+ * what is not under mu. */
+#ifndef DSK_SERVER_SCHED_INTERNAL_H
+#define DSK_SERVER_SCHED_INTERNAL_H
+
+#include "runtime/server/detok.h"
+#include "runtime/server/sched.h"
+
+#include <time.h>
+
+enum { TASK_SUBMIT, TASK_CANCEL };
+
+typedef struct task {
+    int kind;
+    srv_req *r; /* the task holds a reference */
+    struct task *next;
+} task;
+
+typedef struct {
+    srv_req *r;        /* NULL: free */
+    int seq;
+    uint64_t admit_no; /* prompt chunks go to the earliest admitted first */
+    int n_fed;         /* prompt rows committed */
+    int n_out;         /* tokens drawn */
+    int32_t tok;       /* the last drawn token: the next row's input */
+    int decoding, draft, drafted;
+    int row0, n_rows;  /* its rows in this round's step (n_rows 0: none) */
+    int fin;           /* FIN_* once it ended */
+    srv_detok dt;
+    srv_cseq cs;       /* structured output (r->gen.grammar set): the matcher and this round's masks */
+    /* this round's output, published at the end of the round */
+    dsk_buf text;
+    int32_t *toks;
+    srv_logprob *lps;
+    int n_new;
+    double t_last;     /* when its previous tokens were published */
+} slot;
+
+struct sched {
+    engine *e;
+    const engine_info *info;
+    const dsk_tokenizer *tok;
+    sched_opts o;
+    srv_metrics *m;
+    int B, window;     /* draft length; rows of one sequence's decode round */
+    pthread_t thread;
+    int started;
+    /* shared with the HTTP threads: mu guards these */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    task *head, *tail;
+    int stop;
+    int n_pending, n_running;
+    /* the scheduler thread's own */
+    srv_req **waiting;
+    int n_waiting;
+    slot *slots;
+    int n_slots, n_open;
+    int64_t pool_used;
+    uint64_t admissions;
+    engine_row *rows;
+    int cap_rows;
+    engine_out eo;
+    int32_t *drafts;
+    engine_draft_req *dreq;
+    int *dslot, *order;
+    double engine_s, engine_cpu; /* this round's wall and thread-CPU time inside engine calls */
+    double grammar_s;            /* this round's time computing masks */
+    uint64_t grammar_masks, grammar_cut; /* masks made; drafts cut because the grammar refused them */
+};
+
+/* The scheduler thread's CPU time: its own cost per round without the time it was descheduled (the
+ * machine may be shared). */
+static inline double thread_cpu(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Time an engine call into the round's engine totals. */
+#define ENGINE_CALL(s, rc, call)                                                                                     \
+    do {                                                                                                           \
+        double w_ = dsk_now(), c_ = thread_cpu();                                                                  \
+        rc = (call);                                                                                               \
+        (s)->engine_cpu += thread_cpu() - c_;                                                                      \
+        (s)->engine_s += dsk_now() - w_;                                                                           \
+    } while (0)
+
+
+/* sched_round.c */
+void sched_round(sched *s);
+/* End the slot's request (fin unless it ended already), publish it, free the sequence. */
+void sched_end_slot(sched *s, slot *sl, int fin);
+
+#endif
