@@ -863,6 +863,10 @@ CUresult emu_cuMemcpyDtoHAsync(void *h, CUdeviceptr d, size_t n, CUstream s)
 {
     return copy("cuMemcpyDtoHAsync", s, 1, h, (const void *)(uintptr_t)d, n, 0, 1);
 }
+CUresult emu_cuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr src, size_t n, CUstream s)
+{
+    return copy("cuMemcpyDtoDAsync", s, 1, (void *)(uintptr_t)d, (const void *)(uintptr_t)src, n, 1, 1);
+}
 
 CUresult set(const char *api, CUstream hs, int async, CUdeviceptr d, unsigned v, int elem, size_t count)
 {
