@@ -1,4 +1,5 @@
 #include "builder/compile.h"
+#include "manifest/archive.h"
 #include "runtime/common/error.h"
 #include "runtime/common/util.h"
 
@@ -196,30 +197,63 @@ out:
     return rc;
 }
 
+/* A cache entry DIR/<key>.cubin is trusted only when DIR/<key>.xxh128 beside it holds the xxh3-128 of
+ * its bytes: a damaged or empty entry (or one an older dskit-build wrote without the hash) is said so on
+ * stderr and compiled again. Returns 0 with the cubin, or -1 (no error set) to compile. */
+static int cache_read(const char *cubin_path, const char *sum_path, unsigned char **cubin, size_t *len)
+{
+    struct stat st;
+    if (stat(cubin_path, &st) != 0)
+        return -1;
+    char *data = NULL, *sum = NULL;
+    size_t n = 0, sn = 0;
+    char h[33], why[4608];
+    if (dsk_read_file_max(cubin_path, KIT_MAX_ENTRY_BYTES, "cache entry", &data, &n)) {
+        snprintf(why, sizeof why, "cannot be read (%s)", dsk_err_msg());
+    } else if (n == 0) {
+        snprintf(why, sizeof why, "is empty");
+    } else if (dsk_read_file_max(sum_path, 64, "cache checksum", &sum, &sn)) {
+        snprintf(why, sizeof why, "has no readable checksum %s beside it", sum_path);
+    } else if (dsk_xxh128_hex(data, n, h), sn < 32 || memcmp(sum, h, 32)) {
+        snprintf(why, sizeof why, "hashes to %s, its checksum says %.32s", h, sum);
+    } else {
+        free(sum);
+        *cubin = (unsigned char *)data;
+        *len = n;
+        return 0;
+    }
+    dsk_err_clear();
+    fprintf(stderr, "dskit-build: cache entry %s %s; compiling it again\n", cubin_path, why);
+    free(data);
+    free(sum);
+    return -1;
+}
+
 int compile_variant(const compile_job *job, unsigned char **cubin, size_t *len, int *cached)
 {
     const src_file *src = src_tree_find(job->tree, job->source);
     if (!src)
         return dsk_err("kernel source %s is not in kit/src", job->source);
-    char key[33], path[4096];
+    char key[33], path[4096], sum_path[4096];
     *cached = 0;
     if (job->cache_dir) {
         cache_key(job, src, key);
         snprintf(path, sizeof path, "%s/%s.cubin", job->cache_dir, key);
-        char *data;
-        size_t n;
-        struct stat st;
-        if (stat(path, &st) == 0 && dsk_read_file(path, &data, &n) == 0) {
-            *cubin = (unsigned char *)data;
-            *len = n;
+        snprintf(sum_path, sizeof sum_path, "%s/%s.xxh128", job->cache_dir, key);
+        if (cache_read(path, sum_path, cubin, len) == 0) {
             *cached = 1;
             return 0;
         }
-        dsk_err_clear();
     }
     if (nvrtc_compile(job, src, cubin, len))
         return -1;
-    if (job->cache_dir && dsk_write_file_atomic(path, *cubin, *len))
-        return dsk_err_ctx("writing the compile cache");
+    if (job->cache_dir) {
+        /* the cubin first: a checksum never names bytes that are not there yet */
+        char h[40];
+        dsk_xxh128_hex(*cubin, *len, h);
+        strcat(h, "\n");
+        if (dsk_write_file_atomic(path, *cubin, *len) || dsk_write_file_atomic(sum_path, h, 33))
+            return dsk_err_ctx("writing the compile cache");
+    }
     return 0;
 }

@@ -1,6 +1,7 @@
 /* dskit-build: compile every kernel variant of kit/src for each architecture asked, and pack one
  * reproducible, hashed archive per architecture (kit.md). The only program that links NVRTC. */
 #include "builder/compile.h"
+#include "builder/git.h"
 #include "builder/spec.h"
 #include "manifest/archive.h"
 #include "manifest/manifest.h"
@@ -164,20 +165,9 @@ static int make_opts(job *j, const char *cuda_include)
     return add_opt(j, "-I%s", cuda_include);
 }
 
-static char *git_commit(const char *src_dir)
+static int cmp_symbol(const void *a, const void *b)
 {
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "git -C '%s' rev-parse HEAD 2>/dev/null", src_dir);
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        return NULL;
-    char buf[64] = {0};
-    char *ok = fgets(buf, sizeof buf, p);
-    pclose(p);
-    if (!ok || strlen(buf) < 40)
-        return NULL;
-    buf[40] = 0;
-    return strdup(buf);
+    return strcmp(((const mf_kernel *)a)->symbol, ((const mf_kernel *)b)->symbol);
 }
 
 /* Pack the jobs of one arch into DIR/dskit-<arch>.tar.zst. */
@@ -203,14 +193,11 @@ static int pack_kit(job *jobs, int njobs, const char *arch, const char *out_dir,
         const spec_variant *v = j->v;
         char h[33];
         dsk_xxh128_hex(j->cubin, j->len, h);
-        int seen = 0;
-        for (int b = 0; b < m.nblobs && !seen; b++)
-            seen = !strcmp(m.blobs[b].hash, h);
-        if (!seen) {
+        char path[64];
+        snprintf(path, sizeof path, "cubins/%s.cubin", h);
+        if (!kit_entries_find(&entries, path)) { /* one blob per distinct cubin */
             strcpy(m.blobs[m.nblobs].hash, h);
             m.blobs[m.nblobs++].size = j->len;
-            char path[64];
-            snprintf(path, sizeof path, "cubins/%s.cubin", h);
             if (kit_entries_add(&entries, path, j->cubin, j->len))
                 goto out;
         }
@@ -249,13 +236,9 @@ static int pack_kit(job *jobs, int njobs, const char *arch, const char *out_dir,
     if (rc)
         goto out;
     rc = -1;
-    /* kernels sorted by symbol: the manifest does not depend on the order jobs finished */
-    for (int a = 1; a < m.nkernels; a++)
-        for (int b = a; b > 0 && strcmp(m.kernels[b - 1].symbol, m.kernels[b].symbol) > 0; b--) {
-            mf_kernel t = m.kernels[b];
-            m.kernels[b] = m.kernels[b - 1];
-            m.kernels[b - 1] = t;
-        }
+    /* kernels sorted by symbol (unique, spec_expand checks): the manifest does not depend on the order
+     * jobs finished */
+    qsort(m.kernels, (size_t)m.nkernels, sizeof *m.kernels, cmp_symbol);
     char *text = manifest_serialize(&m);
     if (!text)
         goto out;
@@ -508,7 +491,7 @@ static int build(const build_opts *o, build_state *b)
     json_object_set_new(toolchain, "flags", flags);
     json_object_set_new(toolchain, "builder", json_string("dskit-build " DSKIT_VERSION));
     json_object_set_new(source, "xxh128", json_string(src_hash));
-    char *commit = git_commit(o->kit_dir);
+    char *commit = builder_git_commit(o->kit_dir);
     if (commit)
         json_object_set_new(source, "git", json_string(commit));
     free(commit);
@@ -564,17 +547,32 @@ int main(int argc, char **argv)
         return 2;
     }
     char arch_copy[256];
+    if (strlen(arch_list) >= sizeof arch_copy) {
+        fprintf(stderr, "dskit-build: --arch list longer than %zu characters\n", sizeof arch_copy - 1);
+        return 2;
+    }
     snprintf(arch_copy, sizeof arch_copy, "%s", arch_list);
     for (char *save = NULL, *t = strtok_r(arch_copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         int ok = 0;
         for (size_t k = 0; k < sizeof known_archs / sizeof known_archs[0]; k++)
             ok |= !strcmp(t, known_archs[k]);
-        if (!ok || o.narchs == 16) {
+        if (!ok) {
             fprintf(stderr, "dskit-build: unknown arch '%s' (known: sm_90, sm_90a, sm_100, sm_100a, sm_120, sm_120a, "
                             "sm_121, sm_121a)\n", t);
             return 2;
         }
-        o.archs[o.narchs++] = t;
+        /* one kit per arch: a second mention would compile it twice and write the same file twice */
+        for (int k = 0; k < o.narchs; k++)
+            if (!strcmp(o.archs[k], t)) {
+                fprintf(stderr, "dskit-build: --arch names %s twice\n", t);
+                return 2;
+            }
+        o.archs[o.narchs++] = t; /* at most 8 distinct known archs: archs[16] holds them */
+    }
+    if (o.narchs == 0) {
+        fprintf(stderr, "dskit-build: --arch '%s' names no architecture\n", arch_list);
+        usage(stderr);
+        return 2;
     }
     if (o.list_defines && o.narchs != 1) {
         fprintf(stderr, "dskit-build: --list-defines takes one arch\n");

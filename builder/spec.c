@@ -1,8 +1,11 @@
 #include "builder/spec.h"
 #include "builder/expr.h"
 #include "runtime/common/error.h"
+#include "runtime/common/util.h"
+#include "runtime/weights/name_table.h"
 
 #include <ctype.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +34,8 @@ static int parse_axis(json_t *a, const char *fam, spec_axis *out)
         return dsk_err("family %s: an axis has no valid 'name'", fam);
     strcpy(out->name, json_string_value(name));
     if (json_is_array(values) && json_array_size(values) > 0) {
+        if (json_array_size(values) > SPEC_MAX_FAMILY_COMBOS)
+            return dsk_err("family %s: axis %s: more than %d values", fam, out->name, SPEC_MAX_FAMILY_COMBOS);
         out->nvalues = (int)json_array_size(values);
         out->values = dsk_calloc((size_t)out->nvalues, sizeof(int64_t));
         if (!out->values)
@@ -44,7 +49,7 @@ static int parse_axis(json_t *a, const char *fam, spec_axis *out)
     } else if (json_is_array(range) && json_array_size(range) == 2 && json_is_integer(json_array_get(range, 0)) &&
                json_is_integer(json_array_get(range, 1))) {
         int64_t lo = json_integer_value(json_array_get(range, 0)), hi = json_integer_value(json_array_get(range, 1));
-        if (hi < lo || hi - lo > 4096)
+        if (hi < lo || (uint64_t)hi - (uint64_t)lo > 4096) /* unsigned: [-2^63, 2^63-1] spans 2^64 - 1 */
             return dsk_err("family %s: axis %s: bad range [%lld, %lld]", fam, out->name, (long long)lo, (long long)hi);
         out->nvalues = (int)(hi - lo + 1);
         out->values = dsk_calloc((size_t)out->nvalues, sizeof(int64_t));
@@ -60,7 +65,7 @@ static int parse_axis(json_t *a, const char *fam, spec_axis *out)
 static int parse_family(json_t *f, int index, spec_family *out)
 {
     json_t *fam = json_object_get(f, "family");
-    if (!json_is_string(fam) || !valid_name(json_string_value(fam), 64))
+    if (!json_is_string(fam) || !valid_name(json_string_value(fam), MANIFEST_MAX_FAMILY + 1))
         return dsk_err("families[%d]: 'family' is missing or not a valid name", index);
     const char *name = json_string_value(fam);
     out->family = dsk_strdup(name);
@@ -101,17 +106,28 @@ static int parse_family(json_t *f, int index, spec_family *out)
     json_t *axes = json_object_get(f, "axes");
     if (axes && !json_is_array(axes))
         return dsk_err("family %s: 'axes' must be a list", name);
-    out->naxes = (int)json_array_size(axes);
-    if (out->naxes > MANIFEST_MAX_PARAMS)
-        return dsk_err("family %s: more than %d axes", name, MANIFEST_MAX_PARAMS);
-    out->axes = dsk_calloc((size_t)out->naxes + 1, sizeof(spec_axis));
+    /* naxes counts only axes that exist, so spec_free never walks past what was allocated */
+    size_t naxes = json_array_size(axes);
+    if (naxes > MANIFEST_MAX_PARAMS)
+        return dsk_err("family %s: %zu axes, more than %d", name, naxes, MANIFEST_MAX_PARAMS);
+    out->axes = dsk_calloc(naxes + 1, sizeof(spec_axis));
     if (!out->axes)
         return -1;
-    for (int i = 0; i < out->naxes; i++)
-        if (parse_axis(json_array_get(axes, (size_t)i), name, &out->axes[i]))
+    for (size_t i = 0; i < naxes; i++) {
+        json_t *a = json_array_get(axes, i);
+        out->naxes++;
+        if (!json_is_object(a))
+            return dsk_err("family %s: axes[%zu] is not an object", name, i);
+        if (parse_axis(a, name, &out->axes[i]))
             return -1;
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(out->axes[j].name, out->axes[i].name))
+                return dsk_err("family %s: axis %s is declared twice", name, out->axes[i].name);
+    }
 
     json_t *defines = json_object_get(f, "defines");
+    if (defines && !json_is_object(defines))
+        return dsk_err("family %s: 'defines' must be an object of integers", name);
     const char *key;
     json_t *val;
     json_object_foreach(defines, key, val)
@@ -123,14 +139,19 @@ static int parse_family(json_t *f, int index, spec_family *out)
         out->defines[out->ndefines++].value = json_integer_value(val);
     }
     json_t *flags = json_object_get(f, "flags");
-    out->nflags = (int)json_array_size(flags);
-    out->flags = dsk_calloc((size_t)out->nflags + 1, sizeof(char *));
+    if (flags && (!json_is_array(flags) || json_array_size(flags) > SPEC_MAX_FLAGS))
+        return dsk_err("family %s: 'flags' must be a list of at most %d strings", name, SPEC_MAX_FLAGS);
+    size_t nflags = json_array_size(flags);
+    out->flags = dsk_calloc(nflags + 1, sizeof(char *));
     if (!out->flags)
         return -1;
-    for (int i = 0; i < out->nflags; i++) {
-        json_t *v = json_array_get(flags, (size_t)i);
-        if (!json_is_string(v) || !(out->flags[i] = dsk_strdup(json_string_value(v))))
+    for (size_t i = 0; i < nflags; i++) {
+        json_t *v = json_array_get(flags, i);
+        if (!json_is_string(v))
             return dsk_err("family %s: 'flags' must be strings", name);
+        if (!(out->flags[i] = dsk_strdup(json_string_value(v))))
+            return -1;
+        out->nflags++;
     }
     json_t *params = json_object_get(f, "params");
     if (!json_is_array(params) || json_array_size(params) > MANIFEST_MAX_ARGS)
@@ -144,11 +165,12 @@ static int parse_family(json_t *f, int index, spec_family *out)
     return 0;
 }
 
-int spec_load(const char *path, variant_spec *out)
+int spec_parse(const char *text, size_t len, const char *path, variant_spec *out)
 {
     memset(out, 0, sizeof *out);
+    name_table names = {0}; /* family names seen */
     json_error_t jerr;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root)
         return dsk_err("%s: %s (line %d)", path, jerr.text, jerr.line);
     int rc = -1;
@@ -167,21 +189,41 @@ int spec_load(const char *path, variant_spec *out)
         goto out;
     for (size_t i = 0; i < json_array_size(fams); i++) {
         out->nfamilies++;
-        if (parse_family(json_array_get(fams, i), (int)i, &out->families[i])) {
+        json_t *f = json_array_get(fams, i);
+        if (!json_is_object(f)) {
+            dsk_err("%s: families[%zu] is not an object", path, i);
+            goto out;
+        }
+        if (parse_family(f, (int)i, &out->families[i])) {
             dsk_err_ctx("%s", path);
             goto out;
         }
-        for (size_t j = 0; j < i; j++)
-            if (!strcmp(out->families[j].family, out->families[i].family)) {
-                dsk_err("%s: family %s is declared twice", path, out->families[i].family);
-                goto out;
-            }
+        int prior;
+        if (name_table_insert(&names, out->families[i].family, (int)i, &prior))
+            goto out;
+        if (prior >= 0) {
+            dsk_err("%s: family %s is declared twice", path, out->families[i].family);
+            goto out;
+        }
     }
     rc = 0;
 out:
+    name_table_free(&names);
     json_decref(root);
     if (rc)
         spec_free(out);
+    return rc;
+}
+
+int spec_load(const char *path, variant_spec *out)
+{
+    char *text;
+    size_t len;
+    memset(out, 0, sizeof *out);
+    if (dsk_read_file_max(path, SPEC_MAX_BYTES, "variant spec", &text, &len))
+        return -1;
+    int rc = spec_parse(text, len, path, out);
+    free(text);
     return rc;
 }
 
@@ -206,14 +248,25 @@ void spec_free(variant_spec *s)
     memset(s, 0, sizeof *s);
 }
 
-void spec_symbol(const char *family, const mf_param *p, int n, char *out, size_t cap)
+int spec_symbol(const char *family, const mf_param *p, int n, char *out, size_t cap)
 {
     size_t len = (size_t)snprintf(out, cap, "%s", family);
     for (int i = 0; i < n && len < cap; i++) {
         long long v = (long long)p[i].value;
-        len += (size_t)snprintf(out + len, cap - len, "%s%s%s%lld", i ? "_" : "__", p[i].name, v < 0 ? "m" : "",
-                                v < 0 ? -v : v);
+        unsigned long long mag = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+        len += (size_t)snprintf(out + len, cap - len, "%s%s%s%llu", i ? "_" : "__", p[i].name, v < 0 ? "m" : "", mag);
     }
+    return len < cap ? 0 : -1;
+}
+
+/* The number of combinations of f's axes (before 'where'), or -1 past SPEC_MAX_FAMILY_COMBOS. */
+static int64_t family_combos(const spec_family *f)
+{
+    int64_t n = 1;
+    for (int a = 0; a < f->naxes; a++)
+        if (__builtin_mul_overflow(n, (int64_t)f->axes[a].nvalues, &n) || n > SPEC_MAX_FAMILY_COMBOS)
+            return -1;
+    return n;
 }
 
 /* Append the variants of family f; idx[] walks the axes like an odometer. */
@@ -239,6 +292,9 @@ static int expand_family(const spec_family *f, spec_variant **out, int *n, int *
             if (block < 1 || block > 1024 || smem < 0 || smem > 232448)
                 return dsk_err("family %s: block %lld or smem %lld out of range", f->family, (long long)block,
                                (long long)smem);
+            if (*n == SPEC_MAX_VARIANTS)
+                return dsk_err("family %s: more than %d variants in all (the most a kit holds)", f->family,
+                               SPEC_MAX_VARIANTS);
             if (*n == *cap) {
                 *cap = *cap ? *cap * 2 : 64;
                 spec_variant *v = dsk_realloc(*out, sizeof(spec_variant) * (size_t)*cap);
@@ -256,7 +312,9 @@ static int expand_family(const spec_family *f, spec_variant **out, int *n, int *
             }
             v->block = (int)block;
             v->smem = (int)smem;
-            spec_symbol(f->family, v->param, v->nparams, v->symbol, sizeof v->symbol);
+            if (spec_symbol(f->family, v->param, v->nparams, v->symbol, sizeof v->symbol))
+                return dsk_err("family %s: the symbol %s... is longer than %d characters", f->family, v->symbol,
+                               MANIFEST_MAX_SYMBOL);
         }
         int a = f->naxes - 1;
         while (a >= 0 && ++idx[a] == f->axes[a].nvalues)
@@ -266,17 +324,51 @@ static int expand_family(const spec_family *f, spec_variant **out, int *n, int *
     }
 }
 
+/* No two variants may share a symbol: the kit names kernels by it (family "a__K1" and family "a" with
+ * axis K = 1 would). */
+static int check_symbols(const spec_variant *v, int n)
+{
+    name_table seen = {0};
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        int prior;
+        if (name_table_insert(&seen, v[i].symbol, i, &prior))
+            rc = -1;
+        else if (prior >= 0)
+            rc = dsk_err("families %s and %s both make the symbol %s", v[prior].fam->family, v[i].fam->family,
+                         v[i].symbol);
+    }
+    name_table_free(&seen);
+    return rc;
+}
+
 int spec_expand(const variant_spec *s, spec_variant **out, int *n)
 {
     int cap = 0;
     *out = NULL;
     *n = 0;
-    for (int i = 0; i < s->nfamilies; i++)
-        if (expand_family(&s->families[i], out, n, &cap)) {
-            free(*out);
-            *out = NULL;
-            *n = 0;
-            return -1;
+    int64_t combos = 0;
+    for (int i = 0; i < s->nfamilies; i++) {
+        const spec_family *f = &s->families[i];
+        int64_t c = family_combos(f);
+        if (c < 0) {
+            dsk_err("family %s: its axes make more than %d combinations", f->family, SPEC_MAX_FAMILY_COMBOS);
+            goto fail;
         }
+        if ((combos += c) > SPEC_MAX_COMBOS) {
+            dsk_err("family %s: the families' axes make more than %d combinations together", f->family,
+                    SPEC_MAX_COMBOS);
+            goto fail;
+        }
+        if (expand_family(f, out, n, &cap))
+            goto fail;
+    }
+    if (check_symbols(*out, *n))
+        goto fail;
     return 0;
+fail:
+    free(*out);
+    *out = NULL;
+    *n = 0;
+    return -1;
 }

@@ -36,20 +36,33 @@ typedef struct {
     int nfamilies;
 } variant_spec;
 
+/* Bounds of a spec (docs/kit-format.md "Limits"): the product of a family's axes, of all families'
+ * products together (each combination evaluates the expressions), and the variants kept. */
+#define SPEC_MAX_BYTES (4 << 20)        /* of variants.json */
+#define SPEC_MAX_FAMILY_COMBOS 65536
+#define SPEC_MAX_COMBOS (1 << 20)
+#define SPEC_MAX_VARIANTS MANIFEST_MAX_KERNELS
+#define SPEC_MAX_FLAGS 16 /* extra NVRTC options of a family */
+
 /* One expanded variant. */
 typedef struct {
     const spec_family *fam;
-    char symbol[160];
+    char symbol[MANIFEST_MAX_SYMBOL + 1];
     int nparams;
     mf_param param[MANIFEST_MAX_PARAMS];
     int block, smem;
 } spec_variant;
 
+/* Read and check kit/variants.json (spec_parse: the same from its text; name is used in messages). */
 int spec_load(const char *path, variant_spec *out);
+int spec_parse(const char *text, size_t len, const char *name, variant_spec *out);
 void spec_free(variant_spec *s);
-/* Every variant of every family, in spec order; constraints applied, block/smem evaluated. */
+/* Every variant of every family, in spec order; constraints applied, block/smem evaluated. A spec past
+ * the bounds above, an expression that fails (overflow, division by zero, nesting) or two variants
+ * with one symbol is an error. */
 int spec_expand(const variant_spec *s, spec_variant **out, int *n);
-/* The symbol of a variant: family "__" NAME VALUE "_" NAME VALUE ... (negative values spelled m3). */
-void spec_symbol(const char *family, const mf_param *p, int n, char *out, size_t cap);
+/* The symbol of a variant: family "__" NAME VALUE "_" NAME VALUE ... (negative values spelled m3);
+ * -1 if it does not fit cap bytes. */
+int spec_symbol(const char *family, const mf_param *p, int n, char *out, size_t cap);
 
 #endif

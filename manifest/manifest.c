@@ -120,7 +120,7 @@ static int is_hex32(const char *s)
 
 static int parse_kernel(json_t *k, int index, mf_kernel *out)
 {
-    char where[96];
+    char where[MANIFEST_MAX_SYMBOL + 16];
     snprintf(where, sizeof where, "kernels[%d]", index);
     if (!json_is_object(k))
         return dsk_err("%s is not an object", where);
@@ -128,6 +128,9 @@ static int parse_kernel(json_t *k, int index, mf_kernel *out)
     if (get_str(k, "family", where, &family) || get_str(k, "symbol", where, &symbol) ||
         get_str(k, "blob", where, &blob) || get_str(k, "target", where, &target))
         return -1;
+    if (strlen(symbol) > MANIFEST_MAX_SYMBOL || strlen(family) > MANIFEST_MAX_FAMILY)
+        return dsk_err("%s: symbol or family longer than %d / %d characters", where, MANIFEST_MAX_SYMBOL,
+                       MANIFEST_MAX_FAMILY);
     snprintf(where, sizeof where, "kernel %s", symbol);
     if (!is_hex32(blob))
         return dsk_err("%s: blob '%s' is not 32 lowercase hex digits", where, blob);
@@ -190,6 +193,8 @@ static int parse_kernel(json_t *k, int index, mf_kernel *out)
 int manifest_parse(const char *text, size_t len, manifest *m)
 {
     memset(m, 0, sizeof *m);
+    if (len > MANIFEST_MAX_BYTES)
+        return dsk_err("manifest.json is %zu bytes, more than a manifest may have (%d)", len, MANIFEST_MAX_BYTES);
     json_error_t jerr;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root)
@@ -226,6 +231,11 @@ int manifest_parse(const char *text, size_t len, manifest *m)
         dsk_err("manifest.json: field 'blobs' is missing or not an object");
         goto out;
     }
+    if (json_object_size(blobs) > MANIFEST_MAX_BLOBS) {
+        dsk_err("manifest.json: %zu blobs, more than a kit may have (%d)", json_object_size(blobs),
+                MANIFEST_MAX_BLOBS);
+        goto out;
+    }
     m->blobs = dsk_calloc(json_object_size(blobs) + 1, sizeof(mf_blob));
     if (!m->blobs)
         goto out;
@@ -249,6 +259,11 @@ int manifest_parse(const char *text, size_t len, manifest *m)
     json_t *files = json_object_get(root, "files");
     if (files && !json_is_object(files)) {
         dsk_err("manifest.json: field 'files' is not an object");
+        goto out;
+    }
+    if (json_object_size(files) > MANIFEST_MAX_FILES) {
+        dsk_err("manifest.json: %zu files, more than a kit may have (%d)", json_object_size(files),
+                MANIFEST_MAX_FILES);
         goto out;
     }
     m->files = dsk_calloc(json_object_size(files) + 1, sizeof(mf_file));
@@ -275,6 +290,11 @@ int manifest_parse(const char *text, size_t len, manifest *m)
     json_t *kernels = json_object_get(root, "kernels");
     if (!json_is_array(kernels)) {
         dsk_err("manifest.json: field 'kernels' is missing or not an array");
+        goto out;
+    }
+    if (json_array_size(kernels) > MANIFEST_MAX_KERNELS) {
+        dsk_err("manifest.json: %zu kernels, more than a kit may have (%d)", json_array_size(kernels),
+                MANIFEST_MAX_KERNELS);
         goto out;
     }
     m->kernels = dsk_calloc(json_array_size(kernels) + 1, sizeof(mf_kernel));

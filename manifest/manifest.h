@@ -11,6 +11,16 @@
 #define MANIFEST_FORMAT "dskit/1"
 #define MANIFEST_MAX_PARAMS 12  /* variant parameters per kernel */
 #define MANIFEST_MAX_ARGS 32    /* kernel arguments (parameter ABI) */
+/* Counts and lengths a manifest may have (docs/kit-format.md "Limits"; the sm_90 kit has 140 kernels) */
+#define MANIFEST_MAX_BYTES (8 << 20) /* of manifest.json (parsing costs ~20 bytes of memory per byte) */
+#define MANIFEST_MAX_KERNELS 8192
+#define MANIFEST_MAX_BLOBS 8192
+#define MANIFEST_MAX_FILES 64
+#define MANIFEST_MAX_FAMILY 63  /* characters of a family name */
+#define MANIFEST_MAX_SYMBOL 159 /* characters of a symbol */
+/* Bytes of a variant key with its NUL: family, ":", and 12 of ",NAME=VALUE" (23-byte names, 20-character
+ * values) */
+#define MF_VARIANT_KEY_MAX 640
 
 typedef struct {
     char name[24];

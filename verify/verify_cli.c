@@ -6,49 +6,17 @@
 #include "runtime/common/util.h"
 #include "runtime/driver/kit.h"
 #include "manifest/kitcheck.h"
+#include "runtime/common/escape.h"
 
-#include <ctype.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* The arch a kit's file name promises ("dskit-sm_90.tar.zst" -> "sm_90"), or "" when it names none. */
-static void arch_from_name(const char *path, char *out, size_t cap)
-{
-    out[0] = 0;
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    const char *suffix = ".tar.zst";
-    size_t n = strlen(base), sl = strlen(suffix);
-    if (strncmp(base, "dskit-", 6) || n <= 6 + sl || strcmp(base + n - sl, suffix))
-        return;
-    size_t al = n - 6 - sl;
-    if (al < cap) {
-        memcpy(out, base + 6, al);
-        out[al] = 0;
-    }
-    if (mf_arch_parse(out, NULL, NULL)) {
-        dsk_err_clear();
-        out[0] = 0;
-    }
-}
-
-static int valid_root(const char *s)
-{
-    if (strlen(s) != 32)
-        return 0;
-    for (int i = 0; i < 32; i++)
-        if (!isxdigit((unsigned char)s[i]))
-            return 0;
-    return 1;
-}
 
 static void print_report(const char *path, const verify_report *r, int json, double device_s, int device_ran)
 {
     if (json) {
         json_t *o = json_object();
-        json_object_set_new(o, "kit", json_string(path));
+        json_object_set_new(o, "kit", json_string(dsk_esc(path)));
         json_object_set_new(o, "ok", json_boolean(r->n == 0));
         json_object_set_new(o, "root", json_string(r->root));
         if (r->manifest_ok) {
@@ -77,14 +45,14 @@ static void print_report(const char *path, const verify_report *r, int json, dou
     for (int i = 0; i < r->n; i++)
         printf("%-8s %s: %s\n", r->p[i].kind, r->p[i].entry, r->p[i].detail);
     if (r->n == 0) {
-        printf("OK %s: %s, %d kernels in %d blobs, root %s", path, r->m.arch, r->m.nkernels, r->m.nblobs, r->root);
+        printf("OK %s: %s, %d kernels in %d blobs, root %s", dsk_esc(path), r->m.arch, r->m.nkernels, r->m.nblobs, r->root);
         if (device_ran)
             printf(", loaded and resolved on the GPU in %.3f s", device_s);
         printf("\n");
     } else {
         char sum[200];
         verify_summary(r, sum, sizeof sum);
-        printf("BAD %s: %s\n", path, sum);
+        printf("BAD %s: %s\n", dsk_esc(path), sum);
     }
 }
 
@@ -151,38 +119,16 @@ int cmd_verify(int argc, char **argv)
         fprintf(stderr, "usage: dskit verify KIT [--json] [--kit-root HEX] [--needs MODEL_DIR] [--device]\n");
         return 2;
     }
-    if (!root)
-        root = getenv("DSKIT_KIT_ROOT");
-    if (root && *root && !valid_root(root)) {
-        fprintf(stderr, "dskit verify: --kit-root must be 32 hex digits, got '%s'\n", root);
-        return 2;
-    }
-    char lower[33] = {0};
-    if (root && *root) {
-        for (int i = 0; i < 32; i++)
-            lower[i] = (char)tolower((unsigned char)root[i]);
-        root = lower;
-    } else
-        root = NULL;
-
-    /* an unreadable file is an I/O error (2); a truncated or corrupt archive is a bad kit (1) */
-    char *bytes;
-    size_t nbytes;
-    if (dsk_read_file(path, &bytes, &nbytes)) {
+    /* the loader's own check (kit_check_file): an unreadable file or a bad pinned root is exit 2, a
+     * kit that fails the check (a truncated archive included) exit 1 */
+    char root_buf[33];
+    if (kit_pinned_root(root, root_buf, &root)) {
         fprintf(stderr, "dskit verify: %s\n", dsk_err_msg());
         return 2;
     }
     kit_entries a;
-    int read_rc = kit_archive_read_memory(bytes, nbytes, path, &a);
-    free(bytes);
-    if (read_rc) {
-        printf("BAD %s: %s\n", path, dsk_err_msg());
-        return 1;
-    }
-    char arch[32];
-    arch_from_name(path, arch, sizeof arch);
     verify_report r;
-    int rc = kit_verify_entries(&a, root, arch[0] ? arch : NULL, &r);
+    int rc = kit_check_file(path, root, &a, &r);
     kit_entries_free(&a);
     if (rc) {
         fprintf(stderr, "dskit verify: %s\n", dsk_err_msg());
@@ -217,15 +163,17 @@ int cmd_info(int argc, char **argv)
         return 2;
     }
     kit *k;
-    if (kit_open(argv[1], NULL, &k)) {
+    int rc = kit_open(argv[1], NULL, &k);
+    if (rc) {
         fprintf(stderr, "dskit info: %s\n", dsk_err_msg());
-        return strstr(dsk_err_msg(), "is bad") ? 1 : 2;
+        return rc == KIT_OPEN_BAD ? 1 : 2;
     }
     const manifest *m = kit_manifest(k);
+    /* the manifest's strings are the kit's: escaped (the JSON too, for what jansson leaves as it is) */
     char *tc = json_dumps(m->toolchain, JSON_COMPACT | JSON_SORT_KEYS);
     char *src = json_dumps(m->source, JSON_COMPACT | JSON_SORT_KEYS);
-    printf("kit       %s\nformat    %s\narch      %s\nroot      %s\ntoolchain %s\nsource    %s\n", argv[1],
-           m->format, m->arch, kit_root(k), tc ? tc : "?", src ? src : "?");
+    printf("kit       %s\nformat    %s\narch      %s\nroot      %s\ntoolchain %s\nsource    %s\n", dsk_esc(argv[1]),
+           dsk_esc(m->format), m->arch, kit_root(k), tc ? dsk_esc(tc) : "?", src ? dsk_esc(src) : "?");
     free(tc);
     free(src);
     uint64_t bytes = 0;
@@ -233,26 +181,37 @@ int cmd_info(int argc, char **argv)
         bytes += m->blobs[i].size;
     printf("kernels   %d in %d blobs (%.1f KiB of SASS)\n\n%-22s %8s %6s %6s %6s\n", m->nkernels, m->nblobs,
            (double)bytes / 1024.0, "family", "variants", "regs", "block", "smem");
-    /* one line per family: variant count and the largest register / block / smem figures */
-    for (int i = 0; i < m->nkernels; i++) {
+    /* one line per family, in order of first appearance: variant count and the largest register / block
+     * / smem figures (a hash set of families: a kit may list 8,192 kernels) */
+    typedef struct {
+        int first, n, regs, block, smem;
+    } family_row;
+    family_row *rows = dsk_calloc((size_t)m->nkernels + 1, sizeof *rows);
+    name_table families = {0};
+    int nrows = 0;
+    rc = rows ? 0 : -1;
+    for (int i = 0; i < m->nkernels && !rc; i++) {
         const mf_kernel *ki = &m->kernels[i];
-        int seen = 0;
-        for (int j = 0; j < i && !seen; j++)
-            seen = !strcmp(m->kernels[j].family, ki->family);
-        if (seen)
-            continue;
-        int n = 0, regs = 0, block = 0, smem = 0;
-        for (int j = i; j < m->nkernels; j++) {
-            const mf_kernel *kj = &m->kernels[j];
-            if (strcmp(kj->family, ki->family))
-                continue;
-            n++;
-            regs = kj->regs > regs ? kj->regs : regs;
-            block = kj->block > block ? kj->block : block;
-            smem = kj->smem + kj->smem_static > smem ? kj->smem + kj->smem_static : smem;
+        int prior;
+        if (name_table_insert(&families, ki->family, nrows, &prior)) {
+            rc = -1;
+            break;
         }
-        printf("%-22s %8d %6d %6d %6d\n", ki->family, n, regs, block, smem);
+        family_row *f = &rows[prior >= 0 ? prior : nrows];
+        if (prior < 0)
+            f->first = i, nrows++;
+        f->n++;
+        f->regs = ki->regs > f->regs ? ki->regs : f->regs;
+        f->block = ki->block > f->block ? ki->block : f->block;
+        f->smem = ki->smem + ki->smem_static > f->smem ? ki->smem + ki->smem_static : f->smem;
     }
+    for (int r = 0; r < nrows && !rc; r++)
+        printf("%-22s %8d %6d %6d %6d\n", dsk_esc(m->kernels[rows[r].first].family), rows[r].n, rows[r].regs,
+               rows[r].block, rows[r].smem);
+    if (rc)
+        fprintf(stderr, "dskit info: %s\n", dsk_err_msg());
+    name_table_free(&families);
+    free(rows);
     kit_close(k);
-    return 0;
+    return rc ? 2 : 0;
 }

@@ -31,8 +31,9 @@ static json_t *flat_schema(int n)
         "{\"type\": \"string\", \"format\": \"date\"}",
         "{\"type\": \"string\"}",
         "{\"type\": \"array\", \"items\": {\"type\": \"integer\"}, \"maxItems\": 5}",
-        "{\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"number\"}, \"y\": {\"type\": \"number\"}}, "
-        "\"required\": [\"x\", \"y\"]}",
+        /* one element of two literals: clang's -Wstring-concatenation asks for the parentheses */
+        ("{\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"number\"}, \"y\": {\"type\": \"number\"}}, "
+         "\"required\": [\"x\", \"y\"]}"),
         "{\"type\": \"string\", \"pattern\": \"^[A-Z]{2}[0-9]{4}$\"}",
         "{\"type\": [\"string\", \"null\"], \"maxLength\": 16}",
     };

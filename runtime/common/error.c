@@ -1,4 +1,5 @@
 #include "runtime/common/error.h"
+#include "runtime/common/escape.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -9,9 +10,14 @@
 enum { ERR_CAP = 4096 };
 static _Thread_local char err_buf[ERR_CAP];
 
+/* Messages often carry names from files others wrote: escaped here, so no terminal control character
+ * or invalid UTF-8 reaches stderr or a JSON field (escape.h); lines stay lines. */
 static void vset(const char *fmt, va_list ap)
 {
-    vsnprintf(err_buf, sizeof err_buf, fmt, ap);
+    char raw[ERR_CAP];
+    int n = vsnprintf(raw, sizeof raw, fmt, ap);
+    size_t len = n < 0 ? 0 : (size_t)n < sizeof raw ? (size_t)n : sizeof raw - 1;
+    dsk_escape(raw, len, DSK_ESC_KEEP_NEWLINES, err_buf, sizeof err_buf);
 }
 
 int dsk_err(const char *fmt, ...)
@@ -37,11 +43,13 @@ int dsk_err_errno(const char *fmt, ...)
 
 int dsk_err_ctx(const char *fmt, ...)
 {
-    char ctx[1024], old[ERR_CAP];
+    char raw[1024], ctx[1024], old[ERR_CAP];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ctx, sizeof ctx, fmt, ap);
+    int len = vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    dsk_escape(raw, len < 0 ? 0 : (size_t)len < sizeof raw ? (size_t)len : sizeof raw - 1, DSK_ESC_KEEP_NEWLINES,
+               ctx, sizeof ctx);
     memcpy(old, err_buf, sizeof old);
     /* "ctx: old", truncated to the buffer (the outermost context matters most) */
     size_t n = strlen(ctx);

@@ -12,19 +12,39 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-int dsk_read_file(const char *path, char **data, size_t *len)
+int dsk_open_regular(const char *path, struct stat *st)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
         return dsk_err_errno("cannot open %s", path);
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
+    if (fstat(fd, st) != 0) {
+        dsk_err_errno("cannot stat %s", path);
         close(fd);
-        return dsk_err_errno("cannot stat %s", path);
+        return -1;
     }
-    if (!S_ISREG(st.st_mode)) {
+    if (!S_ISREG(st->st_mode)) {
         close(fd);
         return dsk_err("%s is not a regular file", path);
+    }
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        dsk_err_errno("cannot clear O_NONBLOCK on %s", path);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int dsk_read_file_max(const char *path, size_t max, const char *what, char **data, size_t *len)
+{
+    struct stat st;
+    int fd = dsk_open_regular(path, &st);
+    if (fd < 0)
+        return -1;
+    if ((uint64_t)st.st_size > max) {
+        close(fd);
+        return dsk_err("%s %s is %lld bytes, more than the %zu a %s may have", what, path, (long long)st.st_size,
+                       max, what);
     }
     size_t n = (size_t)st.st_size;
     char *buf = dsk_malloc(n + 1);
@@ -51,6 +71,11 @@ int dsk_read_file(const char *path, char **data, size_t *len)
     *data = buf;
     *len = n;
     return 0;
+}
+
+int dsk_read_file(const char *path, char **data, size_t *len)
+{
+    return dsk_read_file_max(path, SIZE_MAX - 1, "file", data, len);
 }
 
 int dsk_write_file_atomic(const char *path, const void *data, size_t len)

@@ -4,9 +4,17 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
+/* Open a user-given file for reading, refusing anything but a regular file without blocking on it: the
+ * open is non-blocking (a FIFO would otherwise hang the open itself), then the flag is cleared. On
+ * success *st holds its fstat. Returns the descriptor or -1. */
+int dsk_open_regular(const char *path, struct stat *st);
 /* Read a whole file into a malloc'd buffer (NUL-terminated for convenience; *len excludes the NUL). */
 int dsk_read_file(const char *path, char **data, size_t *len);
+/* The same, refusing a file of more than max bytes before reading it; what names the file's role in
+ * the message ("kit", "shard index"). */
+int dsk_read_file_max(const char *path, size_t max, const char *what, char **data, size_t *len);
 /* Write a file atomically: a temporary file in the same folder, fsync, then rename over path. */
 int dsk_write_file_atomic(const char *path, const void *data, size_t len);
 /* mkdir -p. */

@@ -9,71 +9,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    char key[192];
-    int kernel; /* index into kernels, -1 = empty slot */
-} slot;
-
 struct kit {
     char *path;
     kit_entries entries;
-    verify_report report; /* holds the parsed manifest */
+    verify_report report; /* holds the parsed manifest and the variant table kit_find uses */
     kit_kernel *kernels;
     int nkernels;
-    slot *table; /* open addressing, power-of-two size */
-    size_t table_size;
     CUmodule *modules;
     int nmodules;
     int loaded;
 };
 
-static uint64_t key_hash(const char *s)
-{
-    return dsk_xxh64(s, strlen(s));
-}
-
-static int build_table(kit *k)
-{
-    size_t size = 16;
-    while (size < (size_t)k->nkernels * 2)
-        size *= 2;
-    k->table = dsk_malloc(sizeof(slot) * size);
-    if (!k->table)
-        return -1;
-    k->table_size = size;
-    for (size_t i = 0; i < size; i++)
-        k->table[i].kernel = -1;
-    for (int i = 0; i < k->nkernels; i++) {
-        const mf_kernel *m = k->kernels[i].meta;
-        char key[192];
-        if (mf_variant_key(m->family, m->param, m->nparams, key, sizeof key))
-            return -1;
-        size_t h = (size_t)key_hash(key) & (size - 1);
-        while (k->table[h].kernel >= 0) {
-            if (!strcmp(k->table[h].key, key))
-                return dsk_err("kit has two kernels for %s", key);
-            h = (h + 1) & (size - 1);
-        }
-        strcpy(k->table[h].key, key);
-        k->table[h].kernel = i;
-    }
-    return 0;
-}
-
 int kit_open(const char *path, const char *expect_root, kit **out)
 {
     *out = NULL;
-    if (!expect_root)
-        expect_root = getenv("DSKIT_KIT_ROOT");
-    if (expect_root && *expect_root == 0)
-        expect_root = NULL;
     kit *k = dsk_calloc(1, sizeof *k);
     if (!k)
         return -1;
+    int rc = -1;
     k->path = dsk_strdup(path);
-    if (!k->path || kit_archive_read_file(path, &k->entries))
-        goto fail;
-    if (kit_verify_entries(&k->entries, expect_root, NULL, &k->report))
+    /* the very check `dskit verify` runs: they never disagree on a kit */
+    if (!k->path || kit_check_file(path, expect_root, &k->entries, &k->report))
         goto fail;
     if (k->report.n) {
         char sum[160];
@@ -81,6 +37,7 @@ int kit_open(const char *path, const char *expect_root, kit **out)
         const verify_problem *p = &k->report.p[0];
         dsk_err("kit %s is bad: %s; first: %s %s: %s (run `dskit verify %s` for the full list)", path, sum,
                 p->kind, p->entry, p->detail, path);
+        rc = KIT_OPEN_BAD;
         goto fail;
     }
     const manifest *m = &k->report.m;
@@ -88,22 +45,23 @@ int kit_open(const char *path, const char *expect_root, kit **out)
     k->kernels = dsk_calloc((size_t)m->nkernels + 1, sizeof(kit_kernel));
     if (!k->kernels)
         goto fail;
+    name_table blobs = {0}; /* blob hash -> module: a kit may hold thousands of each */
+    int prior;
+    for (int b = 0; b < m->nblobs; b++)
+        if (name_table_insert(&blobs, m->blobs[b].hash, b, &prior)) {
+            name_table_free(&blobs);
+            goto fail;
+        }
     for (int i = 0; i < m->nkernels; i++) {
         k->kernels[i].meta = &m->kernels[i];
-        k->kernels[i].module = -1;
-        for (int b = 0; b < m->nblobs; b++)
-            if (!strcmp(m->blobs[b].hash, m->kernels[i].blob))
-                k->kernels[i].module = b;
+        k->kernels[i].module = name_table_find(&blobs, m->kernels[i].blob);
     }
-    if (build_table(k))
-        goto fail_ctx;
+    name_table_free(&blobs);
     *out = k;
     return 0;
-fail_ctx:
-    dsk_err_ctx("kit %s", path);
 fail:
     kit_close(k);
-    return -1;
+    return rc;
 }
 
 const manifest *kit_manifest(const kit *k)
@@ -176,17 +134,14 @@ const kit_kernel *kit_find(const kit *k, const char *family, const char *params)
 {
     mf_param p[MANIFEST_MAX_PARAMS];
     int n;
-    char key[192];
+    char key[MF_VARIANT_KEY_MAX];
     if (mf_params_parse(params, p, MANIFEST_MAX_PARAMS, &n) || mf_variant_key(family, p, n, key, sizeof key)) {
         dsk_err_ctx("looking up kernel %s", family);
         return NULL;
     }
-    size_t h = (size_t)key_hash(key) & (k->table_size - 1);
-    while (k->table[h].kernel >= 0) {
-        if (!strcmp(k->table[h].key, key))
-            return &k->kernels[k->table[h].kernel];
-        h = (h + 1) & (k->table_size - 1);
-    }
+    int i = name_table_find(&k->report.variants, key);
+    if (i >= 0)
+        return &k->kernels[i];
     dsk_err("kit %s has no kernel %s with %s (family %s, parameters {%s}): build a kit that covers this "
             "model (dskit-build --for MODEL_DIR)",
             k->path, family, params, family, params);
@@ -278,7 +233,6 @@ void kit_close(kit *k)
         if (k->modules[i])
             cu.cuModuleUnload(k->modules[i]);
     free(k->modules);
-    free(k->table);
     free(k->kernels);
     verify_report_free(&k->report);
     kit_entries_free(&k->entries);

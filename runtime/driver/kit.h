@@ -18,8 +18,13 @@ typedef struct {
 
 typedef struct kit kit;
 
-/* Open and check a kit file. expect_root: 32 hex digits or NULL (then the DSKIT_KIT_ROOT environment
- * variable, when set, pins it). Any integrity problem is an error naming the entry. */
+/* kit_open's result for a kit that fails its check (kitcheck.h), as opposed to -1, one that could not be
+ * checked (unreadable file, bad pinned root); `dskit verify` exits 1 and 2 for these. */
+#define KIT_OPEN_BAD (-3)
+
+/* Open and check a kit file with kit_check_file, the check `dskit verify` runs. expect_root: 32 hex
+ * digits of either case, or NULL (then the DSKIT_KIT_ROOT environment variable, when set, pins it).
+ * Returns 0, KIT_OPEN_BAD (the message names the first problem) or -1. */
 int kit_open(const char *path, const char *expect_root, kit **out);
 /* The manifest of an opened kit. */
 const manifest *kit_manifest(const kit *k);

@@ -5,6 +5,7 @@
 
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
 
@@ -157,6 +158,9 @@ int engram_header_decode(const uint8_t in[ENGRAM_HEADER_BYTES], const char *path
                        h->record_bytes, h->block_bytes);
     if (h->tp == 0 || h->tp > ENGRAM_MAX_TP || h->rank >= h->tp)
         return dsk_err("%s: rank %u of %u", path, h->rank, h->tp);
+    if (h->table_rows == 0 || h->table_rows > ENGRAM_MAX_TABLE_ROWS)
+        return dsk_err("%s: %llu table rows (at least 1, at most %llu)", path, (unsigned long long)h->table_rows,
+                       (unsigned long long)ENGRAM_MAX_TABLE_ROWS);
     engram_rank_rows(h->table_rows, h->tp, h->rank, &first, &count);
     if (h->row_first != first || h->row_count != count)
         return dsk_err("%s: rows [%llu, +%llu) but rank %u of %u of %llu rows has [%llu, +%llu)", path,
@@ -295,13 +299,18 @@ int engram_manifest_read(const char *dir, engram_manifest *m)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, ENGRAM_MANIFEST);
+    /* read bounded and without blocking on a FIFO (json_load_file did both) */
+    if (!dsk_file_exists(path))
+        return dsk_err("%s: missing (not a packed Engram folder? make one with dskit engram pack)", path);
+    char *text;
+    size_t len;
+    if (dsk_read_file_max(path, ENGRAM_MANIFEST_MAX_BYTES, "Engram pack manifest", &text, &len))
+        return -1;
     json_error_t jerr;
-    json_t *root = json_load_file(path, 0, &jerr);
-    if (!root) {
-        if (!dsk_file_exists(path))
-            return dsk_err("%s: missing (not a packed Engram folder? make one with dskit engram pack)", path);
+    json_t *root = json_loadb(text, len, 0, &jerr);
+    free(text);
+    if (!root)
         return dsk_err("%s: line %d: %s", path, jerr.line, jerr.text);
-    }
     memset(m, 0, sizeof *m);
     const char *format = NULL;
     json_t *layers = NULL;
@@ -335,7 +344,8 @@ int engram_manifest_read(const char *dir, engram_manifest *m)
             dsk_err("%s: layers[%d]: %s", path, i, jerr.text);
             goto done;
         }
-        if (slot != i || layer_id < 0 || n < 1 || width < 32 || engram_parse_hex128(hex, m->layer[i].source_id)) {
+        if (slot != i || layer_id < 0 || n < 1 || (uint64_t)n > ENGRAM_MAX_TABLE_ROWS || width < 32 ||
+            engram_parse_hex128(hex, m->layer[i].source_id)) {
             dsk_err("%s: layers[%d]: slot %d, layer_id %d, rows %lld, width %d or source_id '%s' is invalid",
                     path, i, slot, layer_id, (long long)n, width, hex);
             goto done;

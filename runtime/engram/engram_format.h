@@ -21,7 +21,11 @@
 #define ENGRAM_HASH_BYTES 16u     /* xxh3-128 at the end of every block and of the header */
 #define ENGRAM_MAX_BLOCK_BYTES (1u << 20)
 #define ENGRAM_MANIFEST "engram-pack.json"
+#define ENGRAM_MANIFEST_MAX_BYTES (1u << 20) /* a manifest lists at most ENGRAM_MAX_LAYERS layers: ~1 KB */
 #define ENGRAM_MAX_TP 8
+/* Rows a table may have (2^40 rows of 264 bytes: 290 TB), so that no header's or manifest's figures
+ * overflow the file size or the rank split formed from them */
+#define ENGRAM_MAX_TABLE_ROWS (UINT64_C(1) << 40)
 
 /* The decoded header. The byte offsets of each field are in engram_format.c and docs/engram.md. */
 typedef struct {

@@ -2,6 +2,7 @@
  * header against the manifest and the checkpoint, then sets up one AIO context, the O_DIRECT read slots
  * and the hot-row cache. The reads themselves are in engram_fetch.c. */
 #include "runtime/common/error.h"
+#include "runtime/common/util.h"
 #include "runtime/engram/engram_internal.h"
 
 #include <errno.h>
@@ -114,6 +115,27 @@ static int dio_unfit(int fd, char *why, size_t cap)
     return 1;
 }
 
+/* Open path for reading, with O_DIRECT when direct, never blocking on a FIFO: dsk_open_regular opens it
+ * non-blocking and refuses anything but a regular file (a FIFO in the pack folder hung the store's
+ * open), then O_DIRECT is asked of the open file; errno is EINVAL when the filesystem refuses it, 0
+ * when the path is not a regular file (the message says so). */
+static int open_regular(const char *path, int direct)
+{
+    struct stat st;
+    errno = 0;
+    int fd = dsk_open_regular(path, &st);
+    if (fd < 0 || !direct)
+        return fd;
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags | O_DIRECT) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
 /* Open one pack file, falling back to buffered reads where the filesystem refuses O_DIRECT. */
 static int open_pack_file(pack_file *pf, const engram_manifest *m, int i, uint32_t rank, const engram_source *src,
                           uint8_t *buf, int no_direct, int *said_buffered)
@@ -124,7 +146,7 @@ static int open_pack_file(pack_file *pf, const engram_manifest *m, int i, uint32
         pf->fd = -1;
         errno = EINVAL;
     } else {
-        pf->fd = open(pf->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+        pf->fd = open_regular(pf->path, 1);
         if (pf->fd >= 0 && dio_unfit(pf->fd, why, sizeof why)) {
             close(pf->fd);
             pf->fd = -1;
@@ -133,12 +155,12 @@ static int open_pack_file(pack_file *pf, const engram_manifest *m, int i, uint32
     }
     if (pf->fd < 0 && errno == EINVAL) {
         direct = 0;
-        pf->fd = open(pf->path, O_RDONLY | O_CLOEXEC);
+        pf->fd = open_regular(pf->path, 0);
     }
     if (pf->fd < 0) {
         if (errno == ENOENT)
             return dsk_err("%s: missing (the manifest lists it)", pf->path);
-        return dsk_err_errno("cannot open %s", pf->path);
+        return errno ? dsk_err_errno("cannot open %s", pf->path) : -1;
     }
     if (read_header(pf->fd, buf, pf->path)) {
         if (errno != EINVAL || !direct)
@@ -146,8 +168,8 @@ static int open_pack_file(pack_file *pf, const engram_manifest *m, int i, uint32
         /* Opened with O_DIRECT but the read was refused: reopen buffered. */
         close(pf->fd);
         direct = 0;
-        if ((pf->fd = open(pf->path, O_RDONLY | O_CLOEXEC)) < 0)
-            return dsk_err_errno("cannot open %s", pf->path);
+        if ((pf->fd = open_regular(pf->path, 0)) < 0)
+            return -1;
         if (read_header(pf->fd, buf, pf->path))
             return errno ? dsk_err_errno("%s: reading the header", pf->path) : -1;
     }

@@ -2,6 +2,7 @@
  * are read sequentially in 4 MiB pieces through the page cache (with a sequential hint, and dropped
  * afterwards: verifying 200 GB must not evict the machine's cache). */
 #include "runtime/common/error.h"
+#include "runtime/common/util.h"
 #include "runtime/engram/engram_format.h"
 #include "runtime/engram/engram_pack.h"
 
@@ -79,18 +80,17 @@ static int verify_file(const char *dir, const engram_manifest *m, int i, uint32_
     char name[64], path[4096];
     engram_file_name(name, sizeof name, m->layer[i].layer_id, rank, m->tp);
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    errno = 0;
+    int fd = dsk_open_regular(path, &st); /* never blocks on a FIFO; anything but a regular file is refused */
     if (fd < 0) {
         int missing = errno == ENOENT;
         if (missing)
             dsk_err("%s: missing (the manifest lists it)", path);
-        else
-            dsk_err_errno("cannot open %s", path);
         return missing ? BAD : IO;
     }
     engram_header h;
     memset(&h, 0, sizeof h);
-    struct stat st;
     int rc = read_at(fd, buf, ENGRAM_HEADER_BYTES, 0, path);
     if (rc)
         goto done;

@@ -133,7 +133,12 @@ static int write_tokenizer_config(const char *src, const char *out_dir, int64_t 
     json_t *root;
     if (dsk_file_exists(cfg)) {
         json_error_t je;
-        root = json_load_file(cfg, 0, &je);
+        char *text;
+        size_t len;
+        if (dsk_read_file_max(cfg, 16 << 20, "tokenizer config", &text, &len)) /* never blocks on a FIFO */
+            return -1;
+        root = json_loadb(text, len, 0, &je);
+        free(text);
         if (!root || !json_is_object(root)) {
             json_decref(root);
             return dsk_err("tokenizer config %s: not a JSON object (line %d: %s)", cfg, je.line, je.text);

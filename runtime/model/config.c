@@ -211,21 +211,29 @@ static int read_rope(const cfg_src *t, model_config *c)
     return 0;
 }
 
+/* Upper bounds of the size fields (docs/model.md "Config"): each far above the real model's value and
+ * small enough that the sums and products the model forms of them (window + index_topk, dim +
+ * dspark_markov_rank, heads x head widths, rows x widths in size_t) cannot overflow. */
+#define CFG_MAX_VOCAB (1 << 21) /* the tokenizer's id limit */
+#define CFG_MAX_WIDTH (1 << 16) /* hidden_size, LoRA ranks, index_topk, dspark_markov_rank */
+#define CFG_MAX_FFN (1 << 18)   /* moe_intermediate_size */
+#define CFG_MAX_BLOCKS (1 << 20) /* candidate_topk_blocks, candidate_block_size, sliding_window */
+
 static int read_text(const cfg_src *t, model_config *c)
 {
     const int64_t big = INT32_MAX;
     int kvh, n_layers_all;
     int64_t tmp[MODEL_MAX_LIST];
     double d;
-    if (get_int(t, "vocab_size", "vocab_size", 1, big, &c->vocab_size) ||
-        get_int(t, "hidden_size", "dim", 1, big, &c->dim) ||
+    if (get_int(t, "vocab_size", "vocab_size", 1, CFG_MAX_VOCAB, &c->vocab_size) ||
+        get_int(t, "hidden_size", "dim", 1, CFG_MAX_WIDTH, &c->dim) ||
         get_int(t, "num_hidden_layers", "n_layers", 1, MODEL_MAX_LAYERS - 8, &c->n_layers) ||
         get_int(t, "num_attention_heads", "n_heads", 1, 4096, &c->n_heads) ||
         get_int_def(t, "num_key_value_heads", NULL, 1, 1, 1, &kvh) ||
         get_int(t, "head_dim", "head_dim", 2, 1024, &c->head_dim) ||
         get_int(t, "qk_rope_head_dim", "rope_head_dim", 2, 65536, &c->rope_head_dim) ||
-        get_int(t, "q_lora_rank", "q_lora_rank", 1, big, &c->q_lora_rank) ||
-        get_int(t, "o_lora_rank", "o_lora_rank", 1, big, &c->o_lora_rank) ||
+        get_int(t, "q_lora_rank", "q_lora_rank", 1, CFG_MAX_WIDTH, &c->q_lora_rank) ||
+        get_int(t, "o_lora_rank", "o_lora_rank", 1, CFG_MAX_WIDTH, &c->o_lora_rank) ||
         get_int(t, "o_groups", "o_groups", 1, 4096, &c->o_groups) ||
         get_f32(t, "swiglu_limit", "swiglu_limit", 0.0, 1e30, &c->swiglu_limit) ||
         get_f32(t, "rms_norm_eps", "norm_eps", 0.0, 1.0, &c->norm_eps) ||
@@ -241,7 +249,7 @@ static int read_text(const cfg_src *t, model_config *c)
     }
     if (read_rope(t, c))
         return -1;
-    if (get_int(t, "moe_intermediate_size", "moe_inter_dim", 1, big, &c->moe_inter_dim) ||
+    if (get_int(t, "moe_intermediate_size", "moe_inter_dim", 1, CFG_MAX_FFN, &c->moe_inter_dim) ||
         get_int(t, "n_routed_experts", "n_routed_experts", 1, 4096, &c->n_routed_experts) ||
         get_int_def(t, "n_shared_experts", "n_shared_experts", 1, 1, 1, &c->n_shared_experts) ||
         get_int(t, "num_experts_per_tok", "n_activated_experts", 1, 64, &c->n_activated_experts) ||
@@ -251,7 +259,7 @@ static int read_text(const cfg_src *t, model_config *c)
     if (ntp && !json_is_true(ntp))
         return dsk_err("%s: field 'norm_topk_prob' must be true (the only form REF implements)", t->name);
     c->norm_topk_prob = 1;
-    if (get_int(t, "sliding_window", "window_size", 1, 1 << 20, &c->window_size) ||
+    if (get_int(t, "sliding_window", "window_size", 1, CFG_MAX_BLOCKS, &c->window_size) ||
         get_int(t, "num_nextn_predict_layers", "n_mtp_layers", 0, 8, &c->n_mtp_layers))
         return -1;
     n_layers_all = c->n_layers + c->n_mtp_layers;
@@ -265,11 +273,11 @@ static int read_text(const cfg_src *t, model_config *c)
                      c->n_layers - 1, c->index_source_layers, &c->n_index_source_layers) ||
         get_int(t, "index_n_heads", "index_n_heads", 1, 4096, &c->index_n_heads) ||
         get_int(t, "index_head_dim", "index_head_dim", 2, 65536, &c->index_head_dim) ||
-        get_int(t, "index_topk", "index_topk", 1, big, &c->index_topk) ||
+        get_int(t, "index_topk", "index_topk", 1, CFG_MAX_WIDTH, &c->index_topk) ||
         get_int(t, "candidate_source_layer_id", "candidate_source_layer", -1, c->n_layers - 1,
                 &c->candidate_source_layer) ||
-        get_int(t, "candidate_topk_blocks", "candidate_topk_blocks", 1, big, &c->candidate_topk_blocks) ||
-        get_int(t, "candidate_block_size", "candidate_block_size", 1, 1 << 20, &c->candidate_block_size))
+        get_int(t, "candidate_topk_blocks", "candidate_topk_blocks", 1, CFG_MAX_BLOCKS, &c->candidate_topk_blocks) ||
+        get_int(t, "candidate_block_size", "candidate_block_size", 1, CFG_MAX_BLOCKS, &c->candidate_block_size))
         return -1;
     if (get_int(t, "hc_mult", "hc_mult", 1, 16, &c->hc_mult) ||
         get_int(t, "hc_sinkhorn_iters", "hc_sinkhorn_iters", 1, 1000, &c->hc_sinkhorn_iters) ||
@@ -290,8 +298,8 @@ static int read_text(const cfg_src *t, model_config *c)
                     &c->engram_vocab_size) ||
             get_int(t, "engram_n_heads", "engram_n_heads", 1, 1024, &c->engram_n_heads) ||
             get_int(t, "engram_head_dim", "engram_head_dim", 32, 1 << 16, &c->engram_head_dim) ||
-            get_int(t, "engram_pad_token_id", "engram_pad_id", 0, big, &c->engram_pad_id) ||
-            get_int(t, "engram_compressed_vocab_size", "engram_compressed_vocab_size", 1, big,
+            get_int(t, "engram_pad_token_id", "engram_pad_id", 0, CFG_MAX_VOCAB, &c->engram_pad_id) ||
+            get_int(t, "engram_compressed_vocab_size", "engram_compressed_vocab_size", 1, CFG_MAX_VOCAB,
                     &c->engram_compressed_vocab_size))
             return -1;
     }
@@ -300,7 +308,7 @@ static int read_text(const cfg_src *t, model_config *c)
             get_int(t, "dspark_noise_token_id", "dspark_noise_token_id", 0, big, &c->dspark_noise_token_id) ||
             get_int_list(t, "dspark_target_layer_ids", "dspark_target_layer_ids", 1, MODEL_MAX_LIST, 0,
                          c->n_layers - 1, c->dspark_target_layer_ids, &c->n_dspark_targets) ||
-            get_int(t, "dspark_markov_rank", "dspark_markov_rank", 1, big, &c->dspark_markov_rank) ||
+            get_int(t, "dspark_markov_rank", "dspark_markov_rank", 1, CFG_MAX_WIDTH, &c->dspark_markov_rank) ||
             get_int(t, "dspark_n_routed_experts", "dspark_n_routed_experts", 1, 4096,
                     &c->dspark_n_routed_experts) ||
             get_int(t, "dspark_num_experts_per_tok", "dspark_n_activated_experts", 1, 64,
@@ -508,7 +516,7 @@ int model_config_load(const char *dir_or_file, model_config *out)
         snprintf(path, sizeof path, "%s", dir_or_file);
     char *text;
     size_t len;
-    if (dsk_read_file(path, &text, &len))
+    if (dsk_read_file_max(path, MODEL_CONFIG_MAX_BYTES, "model config", &text, &len))
         return dsk_err_ctx("reading the model config");
     int rc = model_config_parse(text, path, out);
     free(text);

@@ -8,6 +8,7 @@
 
 #define MODEL_MAX_LAYERS 64 /* backbone + DSpark stages */
 #define MODEL_MAX_LIST 16   /* source / engram / dspark id lists */
+#define MODEL_CONFIG_MAX_BYTES (1 << 20) /* of config.json (the real one: 2 KB) */
 
 /* What a layer does with compressed KV ("CSA2" modes, model.md §1.2). */
 typedef enum {

@@ -502,7 +502,14 @@ int rank_group_open(const rank_group_opts *o, rank_group **out)
     atomic_store(&g->h->pid[0], (int32_t)getpid());
     snprintf(g->h->settings[0], sizeof g->h->settings[0], "%s", o->settings ? o->settings : "");
     init_xchg(g);
-    /* start the followers: the same binary, told their rank and the segment's fd */
+    /* start the followers: the same binary, told their rank and the segment's fd. A process that was itself
+     * started as a rank never starts more: a program other than dskit (a test) that opens tp > 1 would
+     * run itself again, and again (the children carry DSKIT_RANK_CHILD) */
+    if (getenv("DSKIT_RANK_CHILD")) {
+        rank_group_close(g);
+        return dsk_err("tp %d: this process was started as a rank and cannot start ranks of its own (is the "
+                       "program dskit?)", g->tp);
+    }
     for (int r = 1; r < g->tp; r++) {
         char rank_s[16], fd_s[16];
         snprintf(rank_s, sizeof rank_s, "%d", r);
@@ -522,6 +529,7 @@ int rank_group_open(const rank_group_opts *o, rank_group **out)
         fflush(NULL);
         pid_t p = fork();
         if (p == 0) {
+            setenv("DSKIT_RANK_CHILD", "1", 1);
             execv("/proc/self/exe", argv);
             fprintf(stderr, "dskit: rank %d: cannot start (execv /proc/self/exe: %s)\n", r, strerror(errno));
             _exit(127);

@@ -208,7 +208,9 @@ int tp_settings(const engine_opts *o, char *buf, size_t cap)
     char cfg_path[4200], *cfg = NULL;
     size_t len = 0;
     snprintf(cfg_path, sizeof cfg_path, "%s/config.json", model);
-    if (dsk_read_file(cfg_path, &cfg, &len))
+    /* bounded as the config's own load is (MODEL_CONFIG_MAX_BYTES, which this folder may not include):
+     * this hash is read before that load */
+    if (dsk_read_file_max(cfg_path, (size_t)1 << 20, "model config", &cfg, &len))
         return -1;
     unsigned long long h = (unsigned long long)dsk_xxh64(cfg, len);
     free(cfg);

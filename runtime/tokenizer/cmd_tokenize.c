@@ -39,22 +39,27 @@ static int print_ids(const int32_t *ids, size_t n)
     return 0;
 }
 
-/* Parse whitespace-separated decimal ids. */
-static int parse_ids(const char *s, tok_ids *ids)
+/* Parse whitespace-separated decimal ids from s[0..len): anything else, a NUL included, is an error
+ * (what followed a NUL used to be ignored). */
+static int parse_ids(const char *s, size_t len, tok_ids *ids)
 {
-    while (*s) {
-        while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r' || *s == ',')
+    const char *end = s + len;
+    while (s < end) {
+        if (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r' || *s == ',') {
             s++;
-        if (!*s)
-            break;
-        char *end;
+            continue;
+        }
+        if (*s < '0' || *s > '9')
+            return dsk_err("byte %zu ('%s') is not part of a token id", len - (size_t)(end - s),
+                           *s ? (char[2]){*s, 0} : "\\0");
+        char *stop;
         errno = 0;
-        long v = strtol(s, &end, 10);
-        if (end == s || errno || v < 0 || v > INT32_MAX)
+        long v = strtol(s, &stop, 10);
+        if (errno || v > INT32_MAX)
             return dsk_err("'%.20s' is not a token id", s);
         if (tok_ids_push(ids, (int32_t)v))
             return -1;
-        s = end;
+        s = stop;
     }
     return 0;
 }
@@ -101,7 +106,7 @@ static int run(const char *path, int bos, int decode, int chat_mode, int render)
     if (decode) {
         char *text;
         size_t len;
-        if (parse_ids(in.data, &ids) || tok_decode(tok, ids.data, ids.len, &text, &len))
+        if (parse_ids(in.data, in.len, &ids) || tok_decode(tok, ids.data, ids.len, &text, &len))
             goto done;
         size_t w = fwrite(text, 1, len, stdout);
         free(text);

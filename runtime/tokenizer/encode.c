@@ -12,6 +12,9 @@
 #include <string.h>
 
 #define CACHE_MAX_LEN 48 /* longer pieces are rare and not worth remembering */
+/* Backtracking steps one pcre2_match may take on a piece of n bytes: PCRE2's default, plus 8 a byte. */
+#define TOK_MATCH_LIMIT_BASE 10000000u
+#define TOK_MATCH_LIMIT_PER_BYTE 8u
 
 typedef struct {
     uint64_t hash;
@@ -23,6 +26,7 @@ typedef struct {
     const dsk_tokenizer *tok;
     tok_ids *out;
     pcre2_match_data *md;
+    pcre2_match_context *mc; /* the match limit, set per call from the piece's length */
     /* BPE scratch for the longest piece so far */
     int32_t *sym, *prev, *next; /* [cap] symbol ids (-1: merged away) and list links */
     uint64_t *heap;             /* [3 * cap] candidate merges: rank << 32 | left position */
@@ -265,8 +269,13 @@ static int split_stage(tok_enc *e, int k, const uint8_t *s, size_t n)
         return piece(e, s, n);
     pcre2_code *re = e->tok->stage[k];
     size_t at = 0, done = 0;
+    /* PCRE2's default limit (10M backtracking steps a call) fails a valid pattern on a long enough piece:
+     * \s*[\r\n]+ tries every length of a run of spaces, so a 10 MB run failed where 5 MB worked. The limit
+     * grows with the piece, so it still stops a pattern that backtracks more than linearly. */
+    uint64_t limit = (uint64_t)TOK_MATCH_LIMIT_BASE + (uint64_t)TOK_MATCH_LIMIT_PER_BYTE * n;
+    pcre2_set_match_limit(e->mc, limit > UINT32_MAX ? UINT32_MAX : (uint32_t)limit);
     while (at <= n) {
-        int rc = pcre2_match(re, s, n, at, PCRE2_NO_UTF_CHECK, e->md, NULL);
+        int rc = pcre2_match(re, s, n, at, PCRE2_NO_UTF_CHECK, e->md, e->mc);
         if (rc == PCRE2_ERROR_NOMATCH)
             break;
         if (rc < 0) {
@@ -421,11 +430,16 @@ int tok_encode_append(const dsk_tokenizer *tok, const char *text, size_t len, un
 {
     tok_enc e = {.tok = tok, .out = out};
     e.md = pcre2_match_data_create(16, NULL);
-    if (!e.md)
+    e.mc = pcre2_match_context_create(NULL);
+    if (!e.md || !e.mc) {
+        pcre2_match_data_free(e.md);
+        pcre2_match_context_free(e.mc);
         return dsk_err("out of memory");
+    }
     int rc = flags & TOK_SPECIAL ? encode_added(&e, 0, (const uint8_t *)text, len)
                                  : encode_plain(&e, (const uint8_t *)text, len);
     pcre2_match_data_free(e.md);
+    pcre2_match_context_free(e.mc);
     free(e.sym);
     free(e.prev);
     free(e.next);

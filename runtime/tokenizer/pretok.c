@@ -221,6 +221,12 @@ static int translate(class_cache *cc, const char *p, size_t len, dsk_buf *out)
             }
             if (p + used < end && p[used] == ']')
                 return dsk_err("a ']' first in a character class is not supported; escape it");
+        } else if (c == '(' && p + 1 < end && p[1] == '*') {
+            /* PCRE2's verbs and start-of-pattern options ((*LIMIT_MATCH=1), (*UTF), (*SKIP), ...):
+             * Oniguruma has none ("(*" is a syntax error there) */
+            const char *close = memchr(p, ')', (size_t)(end - p));
+            int shown = close && close - p < 40 ? (int)(close + 1 - p) : 12;
+            return dsk_err("PCRE2 verb '%.*s' is not supported (it is not Oniguruma syntax)", shown, p);
         } else if (c == '(' && p + 1 < end && p[1] == '?') {
             static const char *const groups[] = {"(?:", "(?=", "(?!", "(?<=", "(?<!", "(?>"};
             size_t k = 0;
@@ -280,8 +286,10 @@ int pretok_compile(const char *pattern, size_t len, int literal, pcre2_code **ou
     pcre2_set_newline(ctx, PCRE2_NEWLINE_LF);
     int err;
     PCRE2_SIZE eoff;
-    *out = pcre2_compile((PCRE2_SPTR)pat.data, PCRE2_ZERO_TERMINATED,
-                         PCRE2_UTF | PCRE2_UCP | PCRE2_MULTILINE, &err, &eoff, ctx);
+    /* by length: a NUL inside the pattern is a character of it, not its end; \C (one code unit) can
+     * split a UTF-8 character, so it is refused at compile time too */
+    *out = pcre2_compile((PCRE2_SPTR)pat.data, pat.len - 1,
+                         PCRE2_UTF | PCRE2_UCP | PCRE2_MULTILINE | PCRE2_NEVER_BACKSLASH_C, &err, &eoff, ctx);
     pcre2_compile_context_free(ctx);
     if (!*out) {
         PCRE2_UCHAR msg[256];

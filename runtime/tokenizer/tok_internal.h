@@ -9,6 +9,15 @@
 #include "runtime/tokenizer/tokenizer.h"
 
 #define TOK_MAX_STAGES 8
+/* What a tokenizer.json may hold (docs/tokenizer.md "Limits"; the real one: 7.8 MB, tokens of at most
+ * 256 bytes, 829 added tokens of 16 KB together, Split patterns under 300 bytes, an estimated 40 MB to
+ * parse). Checked before the text is parsed or any table is sized, so a hostile file is refused fast and
+ * in bounded memory. */
+#define TOK_MAX_FILE_BYTES ((size_t)64 << 20)
+#define TOK_MAX_PARSE_BYTES ((size_t)512 << 20) /* jansson's estimated memory (json_cost.h) */
+#define TOK_MAX_TOKEN_BYTES 1024                /* of a vocab entry or added token, as of a merge */
+#define TOK_MAX_ADDED_BYTES ((size_t)1 << 20)   /* all added tokens' contents together */
+#define TOK_MAX_PATTERN_BYTES 65536             /* of a Split pattern */
 #define TOK_FLAG_SPECIAL 1
 #define TOK_FLAG_ADDED 2
 
@@ -16,6 +25,7 @@
  * rank merges first; the merged token is merge_result[rank]. Eight bytes an entry keeps the table
  * small enough to stay in cache, which is most of BPE's cost. */
 #define TOK_ID_BITS 21   /* ids < 2^21 - 1 */
+#define TOK_MAX_IDS ((1 << TOK_ID_BITS) - 1)
 #define TOK_RANK_BITS 22 /* ranks < 2^22 */
 #define TOK_NO_MERGE UINT32_MAX
 #define TOK_EMPTY_SLOT UINT64_MAX

@@ -2,6 +2,8 @@
 #include "runtime/tokenizer/tok_internal.h"
 #include "runtime/tokenizer/utf8.h"
 #include "runtime/common/error.h"
+#include "runtime/common/json_cost.h"
+#include "runtime/common/util.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -144,6 +146,9 @@ static int add_pretokenizer(dsk_tokenizer *tok, const json_t *p, int *byte_level
     }
     if (tok->n_stages == TOK_MAX_STAGES)
         return dsk_err("more than %d pre_tokenizer Split steps", TOK_MAX_STAGES);
+    if (plen > TOK_MAX_PATTERN_BYTES)
+        return dsk_err("pre_tokenizer step %d (%s): the pattern is %zu bytes, more than the %d one may have",
+                       tok->n_stages, type, plen, TOK_MAX_PATTERN_BYTES);
     if (pretok_compile(pattern, plen, literal, &tok->stage[tok->n_stages]))
         return dsk_err_ctx("pre_tokenizer step %d (%s)", tok->n_stages, type);
     tok->n_stages++;
@@ -174,6 +179,9 @@ static int set_string(dsk_tokenizer *tok, dsk_buf *strs, int32_t id, const char 
 {
     if (id < 0 || id >= tok->n_ids)
         return dsk_err("%s '%s' has an invalid id %d", what, s, id);
+    if (len > TOK_MAX_TOKEN_BYTES)
+        return dsk_err("%s '%.40s...' (id %d) is %zu bytes, more than the %d a token may have", what, s, id, len,
+                       TOK_MAX_TOKEN_BYTES);
     if (tok->str_off[id] != UINT32_MAX) {
         if (tok->str_len[id] == len && !memcmp(strs->data + tok->str_off[id], s, len))
             return 0;
@@ -234,6 +242,7 @@ static int load_added(dsk_tokenizer *tok, const json_t *list, size_t vocab_count
     size_t i;
     const json_t *a;
     int64_t max_added = -1;
+    size_t added_bytes = 0;
     json_array_foreach(list, i, a) {
         const json_t *content = json_object_get(a, "content");
         const char *s = json_string_value(content);
@@ -244,6 +253,12 @@ static int load_added(dsk_tokenizer *tok, const json_t *list, size_t vocab_count
             return dsk_err("added token '%s': single_word=true is not supported", s);
         if (!len)
             continue; /* ignored by Hugging Face too */
+        /* each one is a path in the added-token trie: bounded, as the vocabulary's strings are */
+        added_bytes += len;
+        if (len > TOK_MAX_TOKEN_BYTES || added_bytes > TOK_MAX_ADDED_BYTES)
+            return dsk_err("added_tokens[%zu] ('%.40s...', %zu bytes): an added token may have %d bytes, all of "
+                           "them together %zu",
+                           i, s, len, TOK_MAX_TOKEN_BYTES, TOK_MAX_ADDED_BYTES);
         tok->strs = strs->data;
         int32_t id = tok_lookup(tok, s, len);
         if (id < 0) {
@@ -274,7 +289,7 @@ static int load_added(dsk_tokenizer *tok, const json_t *list, size_t vocab_count
 static int load_merges(dsk_tokenizer *tok, const json_t *merges)
 {
     size_t n = json_array_size(merges);
-    if (n >= (1u << TOK_RANK_BITS) || tok->n_ids >= (1 << TOK_ID_BITS) - 1)
+    if (n >= (1u << TOK_RANK_BITS) || tok->n_ids >= TOK_MAX_IDS)
         return dsk_err("%zu merges over %d ids: more than this BPE table holds", n, tok->n_ids);
     tok->merge_mask = pow2_at_least(2 * n + 1) - 1;
     tok->merges = dsk_malloc((tok->merge_mask + 1) * sizeof *tok->merges);
@@ -393,12 +408,20 @@ static int load_root(dsk_tokenizer *tok, const json_t *root)
     json_int_t max_id = -1;
     const char *key;
     const json_t *v;
+    /* every id is checked against the table limit before anything is sized by the largest one (an id
+     * of 2^30 - 2 used to allocate 4.2 GB first) */
     json_object_foreach((json_t *)vocab, key, v) {
-        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= INT32_MAX / 2)
+        if (!json_is_integer(v) || json_integer_value(v) < 0)
             return dsk_err("vocab entry '%s' has no valid id", key);
+        if (json_integer_value(v) >= TOK_MAX_IDS)
+            return dsk_err("vocab entry '%s' has id %lld; ids must be below %d", key,
+                           (long long)json_integer_value(v), TOK_MAX_IDS);
         if (json_integer_value(v) > max_id)
             max_id = json_integer_value(v);
     }
+    if (json_array_size(added) >= TOK_MAX_IDS || json_object_size(vocab) >= TOK_MAX_IDS)
+        return dsk_err("%zu vocab entries and %zu added tokens: more than the %d ids a tokenizer may have",
+                       json_object_size(vocab), json_array_size(added), TOK_MAX_IDS);
     /* room for every added token numbered after the vocab (trimmed once they are placed) */
     size_t vocab_count = json_object_size(vocab);
     if (max_id < (json_int_t)vocab_count)
@@ -472,6 +495,15 @@ fail:
 int tok_load_json(const char *text, size_t len, dsk_tokenizer **out)
 {
     *out = NULL;
+    if (len > TOK_MAX_FILE_BYTES)
+        return dsk_err("the tokenizer is %zu bytes, more than the %zu a tokenizer.json may have", len,
+                       TOK_MAX_FILE_BYTES);
+    /* jansson's document can cost 80 times the text (empty objects): refuse before building it */
+    size_t cost = dsk_json_cost(text, len);
+    if (cost > TOK_MAX_PARSE_BYTES)
+        return dsk_err("the tokenizer's JSON would take about %zu MiB to parse, more than the %zu MiB allowed "
+                       "(a tokenizer.json is a few large tables, not millions of small values)",
+                       cost >> 20, TOK_MAX_PARSE_BYTES >> 20);
     json_error_t jerr;
     json_t *root = json_loadb(text, len, JSON_ALLOW_NUL, &jerr);
     if (!root)
@@ -495,7 +527,7 @@ int tok_load(const char *path, dsk_tokenizer **out)
 {
     char *text;
     size_t len;
-    if (dsk_read_file(path, &text, &len))
+    if (dsk_read_file_max(path, TOK_MAX_FILE_BYTES, "tokenizer", &text, &len))
         return dsk_err_ctx("loading tokenizer %s", path);
     int rc = tok_load_json(text, len, out);
     free(text);

@@ -63,6 +63,12 @@ static int get(const st_set *set, const char *prefix, exl3_linear *L)
     if (w % 16 || w < 16 || w > 128)
         return dsk_err("tensor '%s' (%s): last dimension %lld is not 16·K for K in 1..8 bits per weight",
                        name, tr->file, (long long)w);
+    /* an empty trellis may have any first two extents (up to 2^63 - 1): k and n are formed in range only */
+    if (kt > EXL3_MAX_FEATURES / 16 || nt > EXL3_MAX_FEATURES / 16)
+        return dsk_err("tensor '%s' (%s): shape [%lld, %lld, %lld] gives k = 16 x %lld, n = 16 x %lld; both must "
+                       "be at most %lld",
+                       name, tr->file, (long long)kt, (long long)nt, (long long)w, (long long)kt, (long long)nt,
+                       (long long)EXL3_MAX_FEATURES);
     if (kt <= 0 || nt <= 0 || kt % 8 || nt % 8)
         return dsk_err("tensor '%s' (%s): shape [%lld, %lld, %lld] gives k = %lld, n = %lld; both must be "
                        "positive multiples of 128 (EXL3 pads layers to 128)",

@@ -16,6 +16,8 @@ enum {
 /* The locked codebook multipliers (exl3.md §1.3) as stored in the .mcg / .mul1 I32 scalars. */
 #define EXL3_MCG_MULT 0xCBAC1FEDu
 #define EXL3_MUL1_MULT 0x83DCD12Du
+/* Largest in or out feature count exl3_linear_get accepts (the model's widest is 129280). */
+#define EXL3_MAX_FEATURES (INT64_C(1) << 31)
 
 /* One EXL3 linear y = x·W, W of shape (k × n); all pointers into the checkpoint's mapping. */
 typedef struct {

@@ -2,6 +2,7 @@
  * handed out, and index all names in one hash table. */
 #include "runtime/weights/safetensors.h"
 #include "runtime/common/error.h"
+#include "runtime/common/util.h"
 #include "runtime/weights/name_table.h"
 
 #include <dirent.h>
@@ -19,6 +20,7 @@ typedef struct {
     char *path;
     void *map;     /* whole file, PROT_READ */
     size_t size;
+    int borrowed;  /* map is the caller's memory (st_open_memory), not a mapping */
     char *names;   /* arena holding this shard's tensor names */
     int first;     /* its tensors are set->tensors[first .. first + count) */
     int count;
@@ -160,6 +162,9 @@ static int parse_shard(st_set *set, st_shard *sh)
     if (hlen > sh->size - 8)
         return dsk_err("header length %llu runs past the end of the file (%zu bytes); truncated?",
                        (unsigned long long)hlen, sh->size);
+    if (hlen > ST_MAX_HEADER_BYTES)
+        return dsk_err("header length %llu is more than the %d bytes a header may have", (unsigned long long)hlen,
+                       ST_MAX_HEADER_BYTES);
     const char *header = (const char *)sh->map + 8;
     size_t data_len = sh->size - 8 - (size_t)hlen;
     const unsigned char *data = (const unsigned char *)header + hlen;
@@ -276,14 +281,10 @@ static int add_shard(st_set *set, const char *path)
     if (!sh->path)
         return -1;
     set->n_shards++;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return dsk_err_errno("cannot open %s", path);
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return dsk_err("%s: not a readable regular file", path);
-    }
+    int fd = dsk_open_regular(path, &st);
+    if (fd < 0)
+        return -1;
     sh->size = (size_t)st.st_size;
     if (sh->size) {
         void *m = mmap(NULL, sh->size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -331,8 +332,13 @@ static int str_cmp(const void *a, const void *b)
  * the same tensors in the same shards. */
 static int open_indexed(st_set *set, const char *dir, const char *index_path)
 {
+    char *text;
+    size_t text_len;
+    if (dsk_read_file_max(index_path, ST_MAX_HEADER_BYTES, "shard index", &text, &text_len))
+        return -1;
     json_error_t jerr;
-    json_t *root = json_load_file(index_path, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *root = json_loadb(text, text_len, JSON_REJECT_DUPLICATES, &jerr);
+    free(text);
     if (!root)
         return dsk_err("%s: not valid JSON (line %d, column %d: %s)", index_path, jerr.line, jerr.column,
                        jerr.text);
@@ -475,12 +481,40 @@ int st_open(const char *path, st_set **out)
     return 0;
 }
 
+int st_open_memory(const void *data, size_t len, const char *name, st_set **out)
+{
+    *out = NULL;
+    st_set *set = dsk_calloc(1, sizeof *set);
+    st_shard *sh = dsk_calloc(1, sizeof *sh);
+    if (!set || !sh) {
+        free(set);
+        free(sh);
+        return -1;
+    }
+    set->shards = sh;
+    set->n_shards = 1;
+    sh->borrowed = 1;
+    sh->map = (void *)data;
+    sh->size = len;
+    int rc = (sh->path = dsk_strdup(name)) ? 0 : -1;
+    if (rc == 0 && parse_shard(set, sh) != 0)
+        rc = dsk_err_ctx("%s", name);
+    if (rc == 0)
+        rc = build_index(set);
+    if (rc != 0) {
+        st_close(set);
+        return -1;
+    }
+    *out = set;
+    return 0;
+}
+
 void st_close(st_set *set)
 {
     if (!set)
         return;
     for (int i = 0; i < set->n_shards; i++) {
-        if (set->shards[i].map)
+        if (set->shards[i].map && !set->shards[i].borrowed)
             munmap(set->shards[i].map, set->shards[i].size);
         free(set->shards[i].names);
         free(set->shards[i].path);

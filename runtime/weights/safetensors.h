@@ -26,7 +26,9 @@ typedef enum {
     ST_F8_E8M0,
 } st_dtype;
 
-enum { ST_DTYPE_COUNT = ST_F8_E8M0 + 1, ST_MAX_DIMS = 8 };
+/* ST_MAX_HEADER_BYTES bounds a shard's JSON header and the shard index (docs/weights.md): parsing
+ * costs about 20 bytes of memory per header byte, and the largest real header is a few MB. */
+enum { ST_DTYPE_COUNT = ST_F8_E8M0 + 1, ST_MAX_DIMS = 8, ST_MAX_HEADER_BYTES = 32 << 20 };
 
 /* Bytes per element. */
 size_t st_dtype_size(st_dtype dtype);
@@ -55,6 +57,9 @@ typedef struct st_set st_set;
  * without index holding model.safetensors or several *.safetensors (all of them, in name order).
  * Every header is checked (docs/weights.md); a tensor name appearing twice is an error. */
 int st_open(const char *path, st_set **out);
+/* A checkpoint of one shard held in memory (name is used in messages): the same checks as st_open.
+ * The bytes are the caller's and must outlive the set. */
+int st_open_memory(const void *data, size_t len, const char *name, st_set **out);
 void st_close(st_set *set);
 
 /* The tensor called name, or NULL (no error set). O(1). */

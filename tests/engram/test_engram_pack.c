@@ -2,6 +2,7 @@
  * format's layout (header fields, block geometry, the rank split), the output appearing whole or not at
  * all, and every kind of damage refused by both verify and the store's open, naming the file. */
 #include "runtime/engram/engram_format.h"
+#include "tests/common/test_proc.h"
 #include "tests/engram/engram_test_util.h"
 
 static char root[512], tiny[600], wide_a[600], wide_b[600], pack1[600], pack2[600], wpack[600];
@@ -260,6 +261,70 @@ static void test_damage_missing(void **state)
     expect_refused(dir, &src_tiny, ENGRAM_MANIFEST, "missing", 0);
 }
 
+/* A header whose fields agree with one another but claim more rows than a table may have: refused (2^62
+ * rows in 4096-byte blocks of one row gave a file size of 4096 bytes, wrapped, which a header-only file
+ * matched). */
+static void test_rows_bound(void **state)
+{
+    (void)state;
+    char path[800];
+    snprintf(path, sizeof path, "%s/layer1.rank0of1.engram", pack1);
+    engram_header h;
+    read_header(path, &h);
+    h.block_rows = 1;
+    const uint64_t rows[] = {UINT64_C(1) << 62, ENGRAM_MAX_TABLE_ROWS + 1};
+    for (int i = 0; i < 2; i++) {
+        h.table_rows = rows[i];
+        engram_rank_rows(h.table_rows, h.tp, h.rank, &h.row_first, &h.row_count);
+        h.block_count = h.row_count / h.block_rows + (h.row_count % h.block_rows != 0);
+        uint8_t buf[ENGRAM_HEADER_BYTES];
+        engram_header_encode(&h, buf);
+        engram_header back;
+        assert_int_equal(engram_header_decode(buf, path, &back), -1);
+        assert_non_null(strstr(dsk_err_msg(), "table rows"));
+    }
+}
+
+typedef struct {
+    const char *dir;
+    const engram_source *src;
+} fifo_case;
+
+/* In a child: verify and the store's open both refuse at once, saying what the path is. */
+static int refuse_fifo(void *arg)
+{
+    const fifo_case *c = arg;
+    if (engram_verify(c->dir, c->src, NULL) == 0 || !strstr(dsk_err_msg(), "not a regular file"))
+        return 3;
+    char placement[700];
+    snprintf(placement, sizeof placement, "nvme:%s", c->dir);
+    engram_store_opts o = {.verify_blocks = 0};
+    engram_store *s = NULL;
+    if (engram_store_open(placement, c->src, &o, &s) == 0 || !strstr(dsk_err_msg(), "not a regular file"))
+        return 4;
+    return 0;
+}
+
+/* A FIFO in place of a pack file or of the manifest: refused, never waited on (the open of a FIFO blocks
+ * until a writer comes; json_load_file and open(O_RDONLY) both did). */
+static void test_fifo(void **state)
+{
+    (void)state;
+    char dir[700], path[800];
+    const char *names[] = {"layer1.rank1of2.engram", ENGRAM_MANIFEST};
+    for (int i = 0; i < 2; i++) {
+        fresh_copy(pack2, i ? "fifo-manifest" : "fifo-pack", dir, sizeof dir);
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        assert_int_equal(remove(path), 0);
+        assert_int_equal(mkfifo(path, 0644), 0);
+        fifo_case c = {dir, &src_tiny};
+        test_status st = test_run_fn(refuse_fifo, &c, 60, 0);
+        if (!st.exited || st.exit_code != 0)
+            fail_msg("a FIFO as %s: exit %d, signal %d (14: still waiting after 60 s)", names[i], st.exit_code,
+                     st.signal);
+    }
+}
+
 /* Files swapped between places: each header says where it belongs. */
 static void test_damage_swapped(void **state)
 {
@@ -380,6 +445,7 @@ int main(void)
         cmocka_unit_test(test_cli_usage),        cmocka_unit_test(test_damage_truncated),
         cmocka_unit_test(test_damage_block),     cmocka_unit_test(test_damage_header),
         cmocka_unit_test(test_damage_missing),   cmocka_unit_test(test_damage_swapped),
+        cmocka_unit_test(test_fifo),             cmocka_unit_test(test_rows_bound),
         cmocka_unit_test(test_wrong_checkpoint), cmocka_unit_test(test_verify_compares_rows),
         cmocka_unit_test(test_pack_atomic),      cmocka_unit_test(test_block_rows),
     };

@@ -6,7 +6,9 @@
 #include "runtime/common/util.h"
 #include "runtime/driver/kit.h"
 #include "tests/common/test_util.h"
+#include "tests/common/test_proc.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,7 +244,7 @@ static void test_kit_root(void **state)
     assert_int_equal(verify(kit90, "--kit-root xyz", out, sizeof out), 2);
     /* the runtime refuses a kit whose root differs from the pinned one */
     kit *bad;
-    assert_int_equal(kit_open(kit90, "0123456789abcdef0123456789abcdef", &bad), -1);
+    assert_int_equal(kit_open(kit90, "0123456789abcdef0123456789abcdef", &bad), KIT_OPEN_BAD);
     assert_non_null(strstr(dsk_err_msg(), "is not the pinned root"));
     kit_close(k);
 }
@@ -259,7 +261,7 @@ static void test_truncated(void **state)
     assert_int_equal(verify(path, NULL, out, sizeof out), 1);
     assert_non_null(strstr(out, "truncated"));
     kit *k;
-    assert_int_equal(kit_open(path, NULL, &k), -1);
+    assert_int_equal(kit_open(path, NULL, &k), KIT_OPEN_BAD);
     /* not a file at all: an I/O error, exit 2 */
     assert_int_equal(verify("/nonexistent/kit.tar.zst", NULL, out, sizeof out), 2);
 }
@@ -405,6 +407,121 @@ static void test_needs(void **state)
     assert_non_null(strstr(out, "--for"));
 }
 
+/* The kit folder's path goes to git as one argument (it went into a shell command line): a build from a
+ * folder named with a quote runs nothing. A copy of kit/ there, built from the warm cache. */
+static void test_quote_in_src(void **state)
+{
+    (void)state;
+    char parent[600], src[700], out_dir[700], marker[700], cache[PATH_MAX + 32], out[65536];
+    snprintf(parent, sizeof parent, "%s/x';touch PWNED;echo '", tmpdir);
+    snprintf(src, sizeof src, "%s/kit", parent);
+    snprintf(out_dir, sizeof out_dir, "%s/quoted", tmpdir);
+    snprintf(marker, sizeof marker, "%s/PWNED", tmpdir);
+    char source[PATH_MAX];
+    assert_non_null(realpath(test_source_dir(), source));
+    snprintf(cache, sizeof cache, "%s/kit/cubins/cache", source);
+    char *copy[] = {"/bin/sh", "-c", "set -e; mkdir -p \"$1\"; cp -r \"$0/kit/src\" \"$0/kit/variants.json\" \"$1/\"; "
+                    "cp \"$0/LICENSE\" \"$1/../LICENSE\"",
+                    source, src, NULL};
+    test_status st = test_run(copy, out, sizeof out, TEST_HANG_S, 0);
+    assert_int_equal(st.exit_code, 0);
+    char rel[600], builder[PATH_MAX], cwd[4096];
+    snprintf(rel, sizeof rel, "%s/dskit-build", test_binary_dir());
+    assert_non_null(realpath(rel, builder)); /* it runs from tmpdir */
+    char *argv[] = {builder, "--arch", "sm_90", "--src", src, "--cache", cache, "--out", out_dir, NULL};
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(tmpdir), 0); /* where the injected command would have run */
+    st = test_run(argv, out, sizeof out, TEST_HANG_S, 0);
+    assert_int_equal(chdir(cwd), 0);
+    if (!st.exited || st.exit_code)
+        fail_msg("dskit-build --src with a quote: exit %d:\n%s", st.exit_code, out);
+    assert_false(dsk_file_exists(marker));
+    char kit_path[800];
+    snprintf(kit_path, sizeof kit_path, "%s/dskit-sm_90.tar.zst", out_dir);
+    assert_int_equal(verify(kit_path, NULL, out, sizeof out), 0);
+}
+
+/* A tiny spec (one variant) built with its own cache: a damaged, empty or unchecked cache entry is named
+ * on stderr and compiled again, and the kit is the same bytes as from a clean compile. */
+static void build_tiny(const char *src, const char *cache, const char *out_dir, char *out, size_t cap)
+{
+    char builder[600];
+    snprintf(builder, sizeof builder, "%s/dskit-build", test_binary_dir());
+    char *argv[] = {builder, "--arch", "sm_90", "--src", (char *)src, "--cache", (char *)cache, "--out",
+                    (char *)out_dir, NULL};
+    test_status st = test_run(argv, out, cap, TEST_HANG_S, 0);
+    if (!st.exited || st.exit_code)
+        fail_msg("dskit-build (tiny spec): exit %d:\n%s", st.exit_code, out);
+}
+
+static void read_kit(const char *out_dir, char **data, size_t *len)
+{
+    char path[800];
+    snprintf(path, sizeof path, "%s/dskit-sm_90.tar.zst", out_dir);
+    assert_ok(dsk_read_file(path, data, len));
+}
+
+static void test_cache_damage(void **state)
+{
+    (void)state;
+    char src[600], cache[600], dir[600], cmd[4096], out[65536];
+    snprintf(src, sizeof src, "%s/tinykit/kit", tmpdir);
+    snprintf(cache, sizeof cache, "%s/tinykit/cache", tmpdir);
+    snprintf(cmd, sizeof cmd,
+             "set -e; mkdir -p %s; cp -r %s/kit/src %s/; cp %s/LICENSE %s/../LICENSE; "
+             "printf '{\"format\": \"dskit-variants/1\", \"families\": [{\"family\": \"rmsnorm\", \"source\": "
+             "\"rmsnorm.cu\", \"axes\": [{\"name\": \"T\", \"values\": [32]}], \"block\": \"T\", \"params\": "
+             "[\"ptr\", \"ptr\", \"ptr\", \"i32\", \"i32\", \"f32\"]}]}' > %s/variants.json",
+             src, test_source_dir(), src, test_source_dir(), src, src);
+    assert_int_equal(run(cmd, out, sizeof out), 0);
+    char *clean, *again;
+    size_t clean_len, again_len;
+    snprintf(dir, sizeof dir, "%s/tinykit/clean", tmpdir);
+    build_tiny(src, cache, dir, out, sizeof out);
+    assert_non_null(strstr(out, "compiled 1 variants (0 from the cache)"));
+    read_kit(dir, &clean, &clean_len);
+    /* the one cache entry and its checksum */
+    char entry[800] = "", sum[800];
+    snprintf(cmd, sizeof cmd, "ls %s/*.cubin", cache);
+    assert_int_equal(run(cmd, entry, sizeof entry), 0);
+    entry[strcspn(entry, "\n")] = 0;
+    snprintf(sum, sizeof sum, "%.*s.xxh128", (int)(strlen(entry) - 6), entry);
+    assert_true(dsk_file_exists(sum));
+    static const struct {
+        const char *damage, *said;
+    } cases[] = {
+        {"flip", "hashes to"}, {"empty", "is empty"}, {"nosum", "has no readable checksum"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *bytes;
+        size_t n;
+        assert_ok(dsk_read_file(entry, &bytes, &n));
+        if (!strcmp(cases[i].damage, "flip")) {
+            bytes[n / 2] ^= 0x10; /* inside the code: the ELF still parses */
+            assert_ok(dsk_write_file_atomic(entry, bytes, n));
+        } else if (!strcmp(cases[i].damage, "empty")) {
+            assert_ok(dsk_write_file_atomic(entry, "", 0));
+        } else {
+            assert_int_equal(unlink(sum), 0);
+        }
+        free(bytes);
+        snprintf(dir, sizeof dir, "%s/tinykit/%s", tmpdir, cases[i].damage);
+        build_tiny(src, cache, dir, out, sizeof out);
+        if (!strstr(out, entry) || !strstr(out, cases[i].said) || !strstr(out, "compiling it again"))
+            fail_msg("a cache entry damaged by '%s' was not reported:\n%s", cases[i].damage, out);
+        read_kit(dir, &again, &again_len);
+        assert_int_equal(again_len, clean_len);
+        assert_memory_equal(again, clean, clean_len);
+        free(again);
+    }
+    /* repaired: the next build takes it from the cache */
+    snprintf(dir, sizeof dir, "%s/tinykit/repaired", tmpdir);
+    build_tiny(src, cache, dir, out, sizeof out);
+    assert_non_null(strstr(out, "(1 from the cache)"));
+    assert_null(strstr(out, "compiling it again"));
+    free(clean);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -414,7 +531,8 @@ int main(void)
         cmocka_unit_test(test_truncated),       cmocka_unit_test(test_reproducible),
         cmocka_unit_test(test_no_compiler_in_runtime), cmocka_unit_test(test_missing_variant),
         cmocka_unit_test(test_no_device),       cmocka_unit_test(test_builder_errors),
-        cmocka_unit_test(test_needs),
+        cmocka_unit_test(test_needs),           cmocka_unit_test(test_quote_in_src),
+        cmocka_unit_test(test_cache_damage),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

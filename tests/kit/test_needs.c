@@ -11,7 +11,9 @@
 #include "tests/common/test_util.h"
 
 #include <jansson.h>
+#include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 static int listed(const need_list *l, const char *family, const char *params)
 {
@@ -305,9 +307,33 @@ static void test_tiny_indexer_mid_range(void **state)
     need_list_free(&l);
 }
 
+/* A config.json of the longest context config.c accepts: needs ends its top-k sweeps where the multi-block
+ * kernel takes over instead of at the context (2^29 rows took about a minute), with the same list as the
+ * real context gives, which test_real checks position by position. */
+static void test_longest_context(void **state)
+{
+    (void)state;
+    model_config c;
+    load_file_config("real.json", &c);
+    need_list real, longest;
+    assert_ok(needs_for_model(&c, NULL, &real));
+    c.max_seq_len = INT32_MAX;
+    clock_t t0 = clock();
+    assert_ok(needs_for_model(&c, NULL, &longest));
+    double cpu_s = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    if (cpu_s > 1.0)
+        fail_msg("needs for a context of 2^31 - 1 took %.2f s of CPU", cpu_s);
+    assert_int_equal(longest.n, real.n);
+    for (int i = 0; i < real.n; i++)
+        assert_true(need_matches_params(&longest.v[i], real.v[i].family, real.v[i].param, real.v[i].nparams));
+    need_list_free(&real);
+    need_list_free(&longest);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_longest_context),
         cmocka_unit_test(test_tiny_indexer_mid_range),
         cmocka_unit_test(test_tiny),
         cmocka_unit_test(test_real),

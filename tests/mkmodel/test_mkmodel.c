@@ -12,6 +12,7 @@
 #include "runtime/tokenizer/tokenizer.h"
 #include "runtime/ref/exl3.h"
 #include "tests/common/test_util.h"
+#include "tests/common/test_proc.h"
 
 #include <dirent.h>
 #include <ftw.h>
@@ -536,12 +537,48 @@ static void test_bad_options(void **state)
     closedir(d);
 }
 
+static int mkmodel_fifo_config(void *arg)
+{
+    const char *const *args = arg;
+    int rc = run_mkmodel(args);
+    if (rc != 2 || !strstr(dsk_err_msg(), "not a regular file")) {
+        fprintf(stderr, "exit %d: %s\n", rc, dsk_err_msg());
+        return 1;
+    }
+    return 0;
+}
+
+/* The tokenizer's sibling <stem>_config.json is read too: a FIFO there is refused, not waited on. */
+static void test_fifo_tokenizer_config(void **state)
+{
+    (void)state;
+    char dir[700], tok[800], cfg[800], out[700], real[1200];
+    snprintf(dir, sizeof dir, "%s/fifo-tok", root);
+    snprintf(tok, sizeof tok, "%s/tokenizer.json", dir);
+    snprintf(cfg, sizeof cfg, "%s/tokenizer_config.json", dir);
+    snprintf(out, sizeof out, "%s/fifo-out", root);
+    snprintf(real, sizeof real, "%s/data/tokenizer/deepseek-v3-tokenizer.json", test_source_dir());
+    assert_ok(dsk_mkdirs(dir));
+    char *text;
+    size_t len;
+    assert_ok(dsk_read_file(real, &text, &len));
+    assert_ok(dsk_write_file_atomic(tok, text, len));
+    free(text);
+    assert_int_equal(mkfifo(cfg, 0644), 0);
+    const char *args[] = {"--preset", "tiny", "--out", out, "--tokenizer", tok, NULL};
+    test_status st = test_run_fn(mkmodel_fifo_config, (void *)args, TEST_HANG_S, 0);
+    if (!st.exited || st.exit_code)
+        fail_msg("mkmodel with a FIFO tokenizer_config.json: exit %d, signal %d (14: it hung)", st.exit_code,
+                 st.signal);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_schema_readback), cmocka_unit_test(test_values), cmocka_unit_test(test_exl3_gain),
         cmocka_unit_test(test_activations),
         cmocka_unit_test(test_tensor_streams),  cmocka_unit_test(test_tokenizer), cmocka_unit_test(test_force_replaces),
+        cmocka_unit_test(test_fifo_tokenizer_config),
         cmocka_unit_test(test_bad_options),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,5 +1,6 @@
 /* config.json parsing, validation, the §1.2 role table, and the checkpoint schema. */
 #include "tests/common/test_util.h"
+#include "tests/common/test_proc.h"
 
 #include "runtime/common/error.h"
 #include "runtime/common/util.h"
@@ -8,6 +9,7 @@
 
 #include <jansson.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static json_t *load_json(const char *name)
 {
@@ -197,6 +199,39 @@ static void test_errors(void **state)
     static const int tgt_dup[3] = {5, 5, 7};
     expect_error("dspark_target_layer_ids", int_list(3, tgt_dup), 0, "dspark_target_layer_ids");
     expect_error("rms_norm_eps", json_real(-1.0), 0, "rms_norm_eps");
+    /* size fields are bounded so that sums the model forms (window + index_topk, ...) fit an int */
+    expect_error("index_topk", json_integer(INT32_MAX), 0, "index_topk");
+    expect_error("candidate_topk_blocks", json_integer(INT32_MAX), 0, "candidate_topk_blocks");
+    expect_error("dspark_markov_rank", json_integer(INT32_MAX), 0, "dspark_markov_rank");
+    expect_error("hidden_size", json_integer(INT32_MAX), 0, "hidden_size");
+    expect_error("moe_intermediate_size", json_integer(INT32_MAX), 0, "moe_intermediate_size");
+    expect_error("vocab_size", json_integer(INT32_MAX), 0, "vocab_size");
+}
+
+static int load_fifo(void *arg)
+{
+    model_config c;
+    if (model_config_load(arg, &c) == 0)
+        return 3;
+    return strstr(dsk_err_msg(), "not a regular file") ? 0 : 4;
+}
+
+/* A FIFO as config.json (given as the file or inside the model folder) is refused, not waited on. */
+static void test_fifo(void **state)
+{
+    (void)state;
+    char dir[256], path[300];
+    snprintf(dir, sizeof dir, "/tmp/dskit-test-config-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    assert_int_equal(mkfifo(path, 0644), 0);
+    test_status st = test_run_fn(load_fifo, path, TEST_HANG_S, 0);
+    test_status st_dir = test_run_fn(load_fifo, dir, TEST_HANG_S, 0);
+    unlink(path);
+    rmdir(dir);
+    if (!st.exited || st.exit_code || !st_dir.exited || st_dir.exit_code)
+        fail_msg("config.json FIFO: exit %d / %d, signal %d / %d (14: it hung)", st.exit_code, st_dir.exit_code,
+                 st.signal, st_dir.signal);
 }
 
 static const schema_tensor *find(const schema_tensor *t, int n, const char *name)
@@ -289,6 +324,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_real_roles),  cmocka_unit_test(test_tiny_roles),  cmocka_unit_test(test_inference_names),
         cmocka_unit_test(test_errors),      cmocka_unit_test(test_schema_real), cmocka_unit_test(test_schema_tiny),
+        cmocka_unit_test(test_fifo),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -71,7 +71,8 @@ static char *slurp(const char *path)
     return d;
 }
 
-/* The pids of `rank-follower` processes whose parent is `parent` (0: any). */
+/* The pids of this test's `rank-follower` processes (their model is under model_test_root: other
+ * worktrees' tests run followers on the same shared machine) whose parent is `parent` (0: any). */
 static int followers(pid_t parent, pid_t *out, int cap)
 {
     DIR *d = opendir("/proc");
@@ -88,10 +89,13 @@ static int followers(pid_t parent, pid_t *out, int cap)
         if (len <= 0)
             continue;
         buf[len] = 0;
-        int is = 0;
-        for (ssize_t i = 0; i < len; i += (ssize_t)strlen(buf + i) + 1)
+        /* a follower of this test's own model: other programs on the machine may run ranks of their own */
+        int is = 0, ours = 0;
+        for (ssize_t i = 0; i < len; i += (ssize_t)strlen(buf + i) + 1) {
             is |= !strcmp(buf + i, "rank-follower");
-        if (!is)
+            ours |= strstr(buf + i, model_test_root) != NULL;
+        }
+        if (!is || !ours)
             continue;
         snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
         FILE *f = fopen(path, "r");

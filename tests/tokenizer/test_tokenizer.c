@@ -8,10 +8,12 @@
 #include "runtime/tokenizer/unicode_tables.h"
 #include "runtime/tokenizer/utf8.h"
 #include "tests/common/test_util.h"
+#include "tests/common/test_proc.h"
 
 #include <jansson.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 static dsk_tokenizer *real_tok;
@@ -390,17 +392,20 @@ static void test_unicode_classes(void **state)
     pcre2_match_data_free(md);
 }
 
-/* Loading a variant of the synthetic tokenizer with one feature changed gives an error naming it. */
-static void expect_load_error(const char *path_in_json, const char *json_value, const char *needle)
+/* Load the synthetic tokenizer with one value (JSON text) set at path_in_json. 0: the load failed with a
+ * message naming needle; 1: it loaded; 2: another message (printed). No cmocka calls, so it may run in a
+ * child process. */
+static int load_changed(const char *path_in_json, const char *json_value, const char *needle)
 {
     char *text;
     size_t len;
-    assert_ok(dsk_read_file(source_path("tests/tokenizer/data/synthetic-tokenizer.json"), &text, &len));
+    if (dsk_read_file(source_path("tests/tokenizer/data/synthetic-tokenizer.json"), &text, &len))
+        return 3;
     json_t *root = json_loadb(text, len, 0, NULL);
     free(text);
-    assert_non_null(root);
-    json_t *value = json_loads(json_value, JSON_DECODE_ANY, NULL);
-    assert_non_null(value);
+    json_t *value = json_loads(json_value, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+    if (!root || !value)
+        return 3;
     /* path_in_json: "a/b/c" of object keys, or a numeric array index */
     char path[256];
     snprintf(path, sizeof path, "%s", path_in_json);
@@ -408,7 +413,8 @@ static void expect_load_error(const char *path_in_json, const char *json_value, 
     char *save, *key = strtok_r(path, "/", &save), *next;
     while ((next = strtok_r(NULL, "/", &save))) {
         obj = json_is_array(obj) ? json_array_get(obj, (size_t)atoi(key)) : json_object_get(obj, key);
-        assert_non_null(obj);
+        if (!obj)
+            return 3;
         key = next;
     }
     if (json_is_array(obj))
@@ -420,10 +426,25 @@ static void expect_load_error(const char *path_in_json, const char *json_value, 
     dsk_tokenizer *tok = NULL;
     int rc = tok_load_json(changed, strlen(changed), &tok);
     free(changed);
-    assert_int_equal(rc, -1);
-    assert_null(tok);
-    if (!strstr(dsk_err_msg(), needle))
-        fail_msg("error '%s' does not mention '%s'", dsk_err_msg(), needle);
+    if (rc == 0) {
+        tok_free(tok);
+        return 1;
+    }
+    if (tok || !strstr(dsk_err_msg(), needle)) {
+        fprintf(stderr, "error '%s' does not mention '%s'\n", dsk_err_msg(), needle);
+        return 2;
+    }
+    return 0;
+}
+
+/* Loading a variant of the synthetic tokenizer with one feature changed gives an error naming it. */
+static void expect_load_error(const char *path_in_json, const char *json_value, const char *needle)
+{
+    int rc = load_changed(path_in_json, json_value, needle);
+    if (rc == 1)
+        fail_msg("setting %s to %s loaded", path_in_json, json_value);
+    if (rc)
+        fail_msg("setting %s to %s: not the error expected (%d)", path_in_json, json_value, rc);
 }
 
 static void test_unsupported_features(void **state)
@@ -447,6 +468,13 @@ static void test_unsupported_features(void **state)
                       "{\"type\": \"Whitespace\"}", "pre_tokenizer 'Whitespace'");
     expect_load_error("pre_tokenizer/pretokenizers/2/add_prefix_space", "true", "add_prefix_space");
     expect_load_error("model/merges/0", "\"a b c\"", "merges[0]");
+    /* PCRE2's verbs are not Oniguruma syntax (they were accepted, and (*LIMIT_MATCH=1) changed matching) */
+    expect_load_error("pre_tokenizer/pretokenizers/1/pattern", "{\"Regex\": \"(*LIMIT_MATCH=1)a\"}",
+                      "(*LIMIT_MATCH");
+    expect_load_error("pre_tokenizer/pretokenizers/1/pattern", "{\"Regex\": \"a(*SKIP)b\"}", "(*SKIP)");
+    /* a NUL is a character of the pattern, not its end: what follows it is compiled (and here fails) */
+    expect_load_error("pre_tokenizer/pretokenizers/1/pattern", "{\"Regex\": \"a\\u0000(\"}",
+                      "PCRE2 cannot compile");
 }
 
 /* Added tokens are numbered as Hugging Face numbers them, not by the file's id fields: the file ids
@@ -545,6 +573,118 @@ static void test_threads(void **state)
     free(c);
 }
 
+static int load_huge_id(void *arg)
+{
+    (void)arg;
+    return load_changed("model/vocab/zzzz", "1073741822", "ids must be below 2097151");
+}
+
+/* An id of 2^30 - 2 is refused before any table is sized by it (it allocated 4.2 GB first): under a
+ * 1 GiB address-space limit. */
+static void test_huge_id(void **state)
+{
+    (void)state;
+    test_status st = test_run_fn(load_huge_id, NULL, TEST_HANG_S, (size_t)1 << 30);
+    if (!st.exited || st.exit_code)
+        fail_msg("a vocab id of 2^30 - 2: exit %d, signal %d", st.exit_code, st.signal);
+    expect_load_error("model/vocab/zzzz", "2097151", "ids must be below 2097151");
+}
+
+/* A NUL inside a Split regex is part of the pattern: with "q\0a" the text "q\0and" splits into "q\0a"
+ * and "nd" (then ByteLevel's split: q, \0, a, nd); the pattern cut at the NUL ("q") left "and" whole, one
+ * token of the synthetic vocabulary. */
+static void test_nul_in_pattern(void **state)
+{
+    (void)state;
+    char *text;
+    size_t len;
+    assert_ok(dsk_read_file(source_path("tests/tokenizer/data/synthetic-tokenizer.json"), &text, &len));
+    json_t *root = json_loadb(text, len, 0, NULL);
+    free(text);
+    assert_non_null(root);
+    json_t *steps = json_object_get(json_object_get(root, "pre_tokenizer"), "pretokenizers");
+    json_t *p = json_object_get(json_array_get(steps, 1), "pattern");
+    json_object_set_new(p, "Regex", json_stringn("q\0a", 3));
+    char *whole = json_dumps(root, 0);
+    json_object_set_new(p, "Regex", json_string("q"));
+    char *cut = json_dumps(root, 0);
+    json_decref(root);
+    dsk_tokenizer *a, *b;
+    assert_ok(tok_load_json(whole, strlen(whole), &a));
+    assert_ok(tok_load_json(cut, strlen(cut), &b));
+    free(whole);
+    free(cut);
+    tok_ids ia = {0}, ib = {0}, want = {0};
+    assert_ok(tok_encode_append(a, "q\0and", 5, 0, &ia));
+    assert_ok(tok_encode_append(b, "q\0and", 5, 0, &ib));
+    static const char *const pieces[] = {"q", "", "a", "nd"}; /* "" stands for the NUL */
+    for (int i = 0; i < 4; i++)
+        assert_ok(tok_encode_append(a, i == 1 ? "\0" : pieces[i], i == 1 ? 1 : strlen(pieces[i]), 0, &want));
+    assert_int_equal(ia.len, want.len);
+    assert_memory_equal(ia.data, want.data, want.len * sizeof *want.data);
+    assert_false(ia.len == ib.len && !memcmp(ia.data, ib.data, ia.len * sizeof *ia.data));
+    tok_ids_free(&ia);
+    tok_ids_free(&ib);
+    tok_ids_free(&want);
+    tok_free(a);
+    tok_free(b);
+}
+
+/* A 10 MB run of spaces: one pre-token, 78,125 tokens of 128 spaces (PCRE2's fixed match limit failed
+ * it, "match limit exceeded", while 5 MB worked). */
+static void test_long_space_run(void **state)
+{
+    (void)state;
+    size_t n = 10000000;
+    char *spaces = malloc(n);
+    assert_non_null(spaces);
+    memset(spaces, ' ', n);
+    tok_ids one = {0}, ids = {0};
+    assert_ok(tok_encode_append(real_tok, spaces, 128, 0, &one));
+    assert_int_equal(one.len, 1);
+    assert_ok(tok_encode_append(real_tok, spaces, n, 0, &ids));
+    assert_int_equal(ids.len, n / 128);
+    for (size_t i = 0; i < ids.len; i++)
+        if (ids.data[i] != one.data[0])
+            fail_msg("id %zu is %d, expected %d", i, ids.data[i], one.data[0]);
+    tok_ids_free(&one);
+    tok_ids_free(&ids);
+    free(spaces);
+}
+
+static int load_fifo(void *arg)
+{
+    dsk_tokenizer *tok;
+    if (tok_load(arg, &tok) == 0)
+        return 3;
+    return strstr(dsk_err_msg(), "not a regular file") ? 0 : 4;
+}
+
+/* A FIFO as tokenizer.json is refused at once; `dskit tokenize --decode` refuses a NUL among the ids
+ * (what followed it was ignored). */
+static void test_hostile_files(void **state)
+{
+    (void)state;
+    char dir[64] = "/tmp/dskit-test-tok-XXXXXX", fifo[128], in[128], dskit[600], out[4096];
+    assert_non_null(mkdtemp(dir));
+    snprintf(fifo, sizeof fifo, "%s/tokenizer.json", dir);
+    assert_int_equal(mkfifo(fifo, 0644), 0);
+    test_status st = test_run_fn(load_fifo, fifo, TEST_HANG_S, 0);
+    if (!st.exited || st.exit_code)
+        fail_msg("tokenizer.json FIFO: exit %d, signal %d (14: it hung)", st.exit_code, st.signal);
+    snprintf(in, sizeof in, "%s/ids.txt", dir);
+    assert_ok(dsk_write_file_atomic(in, "1 2\0 3", 7));
+    snprintf(dskit, sizeof dskit, "%s/dskit", test_binary_dir());
+    char *argv[] = {dskit, "tokenize", "--tokenizer", source_path("data/tokenizer/deepseek-v3-tokenizer.json"),
+                    "--decode", NULL};
+    st = test_run_in(argv, in, out, sizeof out, TEST_HANG_S, 0);
+    if (!st.exited || st.exit_code != 1 || !strstr(out, "byte 3 ('\\0') is not part of a token id"))
+        fail_msg("dskit tokenize --decode with a NUL: exit %d:\n%s", st.exit_code, out);
+    unlink(fifo);
+    unlink(in);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -558,6 +698,10 @@ int main(void)
         cmocka_unit_test(test_unsupported_features),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_added_token_ids),
+        cmocka_unit_test(test_huge_id),
+        cmocka_unit_test(test_nul_in_pattern),
+        cmocka_unit_test(test_long_space_run),
+        cmocka_unit_test(test_hostile_files),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -97,6 +97,8 @@ static int setup(void **state)
     add_random(w, "bad.legacy", "sv", ST_I16, 1, (int64_t[]){8});
     add_layer(w, "bad.scale", 8, 8, 64, 128, 128);
     add_random(w, "bad.scale", "scale", ST_F16, 0, NULL);
+    /* an empty trellis with a huge first extent: 16 x 2^62 must not be formed */
+    add_layer(w, "bad.huge", INT64_C(1) << 62, 0, 16, 128, 128);
     /* last: one odd-sized tensor shifts every later tensor to an odd address */
     add_random(w, "pad", "byte", ST_U8, 1, (int64_t[]){1});
     add_layer(w, "bad.align", 8, 8, 64, 128, 128);
@@ -178,6 +180,7 @@ static void test_malformed(void **state)
     REJECT("bad.biasdt", "'bad.biasdt.bias'", "found BF16 [128]");
     REJECT("bad.legacy", ".su/.sv", "not supported");
     REJECT("bad.scale", "'bad.scale.scale'", "no longer used");
+    REJECT("bad.huge", "'bad.huge.trellis'", "k = 16 x 4611686018427387904", "at most 2147483648");
     REJECT("bad.align", "'bad.align.trellis'", "not 2-byte aligned");
 }
 

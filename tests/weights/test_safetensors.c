@@ -3,6 +3,7 @@
 #include "runtime/common/rng.h"
 #include "runtime/weights/safetensors.h"
 #include "tests/weights/weights_test_util.h"
+#include "tests/common/test_proc.h"
 
 #include <fcntl.h>
 #include <stdlib.h>
@@ -523,6 +524,83 @@ static void test_index_rules(void **state)
                       "model-00002-of-00002");
 }
 
+/* A header over ST_MAX_HEADER_BYTES is refused before it is parsed (a 64 MB header cost 1.2 GB and 6 s):
+ * here "{}" and spaces, valid JSON that the reader used to accept. */
+static void test_header_cap(void **state)
+{
+    (void)state;
+    char p[600];
+    RAW_PATH(p);
+    size_t hlen = (size_t)ST_MAX_HEADER_BYTES + 1;
+    char *header = malloc(hlen + 1);
+    assert_non_null(header);
+    memset(header, ' ', hlen);
+    header[0] = '{';
+    header[1] = '}';
+    header[hlen] = 0;
+    write_raw(p, hlen, header, 0);
+    free(header);
+    st_set *s = NULL;
+    assert_fails_with(st_open(p, &s), "x.safetensors", "header length 33554433 is more than the 33554432");
+    /* the same cap holds for the shard index */
+    const char *dir = scratch_dir("bigindex", 2);
+    char ip[600];
+    snprintf(ip, sizeof ip, "%s/model.safetensors.index.json", dir);
+    FILE *f = fopen(ip, "wb");
+    assert_non_null(f);
+    assert_int_equal(ftruncate(fileno(f), (off_t)ST_MAX_HEADER_BYTES + 1), 0);
+    fclose(f);
+    assert_fails_with(st_open(dir, &s), "model.safetensors.index.json", "more than");
+}
+
+/* In a child with a time limit: every way a FIFO can be given is refused at once, not waited on. */
+static int open_fifos(void *arg)
+{
+    const char *dir = arg;
+    char p[700];
+    st_set *s;
+    /* the checkpoint itself */
+    snprintf(p, sizeof p, "%s/lone/fifo.safetensors", dir);
+    if (st_open(p, &s) == 0 || !strstr(dsk_err_msg(), "not a regular file"))
+        return 10;
+    /* a *.safetensors of a folder without index */
+    snprintf(p, sizeof p, "%s/lone", dir);
+    if (st_open(p, &s) == 0 || !strstr(dsk_err_msg(), "not a regular file"))
+        return 11;
+    /* a shard the index names, and the index itself */
+    snprintf(p, sizeof p, "%s/named", dir);
+    if (st_open(p, &s) == 0 || !strstr(dsk_err_msg(), "not a regular file"))
+        return 12;
+    snprintf(p, sizeof p, "%s/index", dir);
+    if (st_open(p, &s) == 0 || !strstr(dsk_err_msg(), "not a regular file"))
+        return 13;
+    return 0;
+}
+
+static void test_fifos(void **state)
+{
+    (void)state;
+    const char *dir = scratch_dir("fifos", 3);
+    char p[700];
+    const char *paths[] = {"lone", "named", "index"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, paths[i]);
+        assert_ok(dsk_mkdirs(p));
+    }
+    snprintf(p, sizeof p, "%s/lone/fifo.safetensors", dir);
+    assert_int_equal(mkfifo(p, 0644), 0);
+    snprintf(p, sizeof p, "%s/named/fifo.safetensors", dir);
+    assert_int_equal(mkfifo(p, 0644), 0);
+    snprintf(p, sizeof p, "%s/named/model.safetensors.index.json", dir);
+    const char *idx = "{\"weight_map\":{\"t.a\":\"fifo.safetensors\"}}";
+    assert_ok(dsk_write_file_atomic(p, idx, strlen(idx)));
+    snprintf(p, sizeof p, "%s/index/model.safetensors.index.json", dir);
+    assert_int_equal(mkfifo(p, 0644), 0);
+    test_status st = test_run_fn(open_fifos, (void *)dir, TEST_HANG_S, 0);
+    if (!st.exited || st.exit_code != 0)
+        fail_msg("opening FIFOs: exit %d, signal %d (14: it hung)", st.exit_code, st.signal);
+}
+
 static int teardown(void **state)
 {
     (void)state;
@@ -542,6 +620,8 @@ int main(void)
         cmocka_unit_test(test_require_messages),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_index_rules),
+        cmocka_unit_test(test_header_cap),
+        cmocka_unit_test(test_fifos),
     };
     return cmocka_run_group_tests(tests, NULL, teardown);
 }
