@@ -106,26 +106,60 @@ static int add_opt(job *j, const char *fmt, ...)
     return 0;
 }
 
+/* The -D definitions a variant is compiled with, in order: DSK_SYMBOL, DSK_SM, P_<axis> for every
+ * parameter, the family's fixed defines, then its extra flags that are -D options. Each goes to
+ * sink(ctx, "-DNAME=VALUE"). NVRTC gets exactly these (make_opts) and `--list-defines` prints exactly
+ * these, so the emulator (tests/emu) compiles a variant with the definitions its cubin was built with. */
+typedef int (*define_sink)(void *ctx, const char *def);
+
+static int variant_defines(const spec_variant *v, const char *arch, define_sink sink, void *ctx)
+{
+    const spec_family *f = v->fam;
+    char buf[4200];
+    int sm;
+    if (mf_arch_parse(arch, &sm, NULL))
+        return dsk_err("variant %s: bad arch %s", v->symbol, arch);
+    snprintf(buf, sizeof buf, "-DDSK_SYMBOL=%s", v->symbol);
+    if (sink(ctx, buf))
+        return -1;
+    snprintf(buf, sizeof buf, "-DDSK_SM=%d", sm);
+    if (sink(ctx, buf))
+        return -1;
+    for (int i = 0; i < v->nparams; i++) {
+        snprintf(buf, sizeof buf, "-DP_%s=%lld", v->param[i].name, (long long)v->param[i].value);
+        if (sink(ctx, buf))
+            return -1;
+    }
+    for (int i = 0; i < f->ndefines; i++) {
+        snprintf(buf, sizeof buf, "-D%s=%lld", f->defines[i].name, (long long)f->defines[i].value);
+        if (sink(ctx, buf))
+            return -1;
+    }
+    for (int i = 0; i < f->nflags; i++)
+        if (!strncmp(f->flags[i], "-D", 2) && sink(ctx, f->flags[i]))
+            return -1;
+    return 0;
+}
+
+static int sink_opt(void *ctx, const char *def)
+{
+    return add_opt(ctx, "%s", def);
+}
+
 static int make_opts(job *j, const char *cuda_include)
 {
     const spec_family *f = j->v->fam;
     char arch[24];
     snprintf(arch, sizeof arch, "%s%s", j->arch, f->target_suffix == 'a' && !strchr(j->arch + 3, 'a') ? "a" : "");
-    int sm;
-    mf_arch_parse(j->arch, &sm, NULL);
-    if (add_opt(j, "-arch=%s", arch) || add_opt(j, "-DDSK_SYMBOL=%s", j->v->symbol) || add_opt(j, "-DDSK_SM=%d", sm))
+    if (add_opt(j, "-arch=%s", arch))
         return -1;
     for (size_t i = 0; i < sizeof common_flags / sizeof common_flags[0]; i++)
         if (add_opt(j, "%s", common_flags[i]))
             return -1;
-    for (int i = 0; i < j->v->nparams; i++)
-        if (add_opt(j, "-DP_%s=%lld", j->v->param[i].name, (long long)j->v->param[i].value))
-            return -1;
-    for (int i = 0; i < f->ndefines; i++)
-        if (add_opt(j, "-D%s=%lld", f->defines[i].name, (long long)f->defines[i].value))
-            return -1;
+    if (variant_defines(j->v, j->arch, sink_opt, j))
+        return -1;
     for (int i = 0; i < f->nflags; i++)
-        if (add_opt(j, "%s", f->flags[i]))
+        if (strncmp(f->flags[i], "-D", 2) && add_opt(j, "%s", f->flags[i]))
             return -1;
     /* last, and not part of the recorded flags: where cuda_fp16.h and friends live */
     return add_opt(j, "-I%s", cuda_include);
@@ -247,12 +281,14 @@ out:
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: dskit-build --arch sm_90[,sm_121,...] [--out DIR] [--for MODEL_DIR] [--list] [-j N]\n"
+    fprintf(f, "usage: dskit-build --arch sm_90[,sm_121,...] [--out DIR] [--for MODEL_DIR] [--list | --list-defines] [-j N]\n"
                "                   [--src KIT_DIR] [--cache DIR | --no-cache]\n"
                "  --arch    GPU architectures: sm_90 (H100/H200), sm_100, sm_120, sm_121 (GB10), and their 'a' forms\n"
                "  --out     folder for dskit-<arch>.tar.zst (default kit/cubins)\n"
                "  --for     build only the variants the model in MODEL_DIR (its config.json) needs\n"
                "  --list    print every variant that would be built, build nothing\n"
+               "  --list-defines  print per variant: symbol, family, source under kit/src and the -D definitions\n"
+               "            NVRTC gets (one arch; the kernel emulator, tests/emu, builds from this list)\n"
                "  -j N      parallel compiles (default: the number of cores)\n"
                "  --src     the kit folder holding variants.json and src/ (default %s/kit)\n"
                "  --cache   compile cache folder (default <kit>/cubins/cache)\n",
@@ -263,7 +299,7 @@ typedef struct {
     char *archs[16];
     int narchs;
     const char *out_dir, *kit_dir, *cache_arg, *for_model;
-    int list, njobs, no_cache;
+    int list, list_defines, njobs, no_cache;
 } build_opts;
 
 /* Everything a build holds, released in one place. */
@@ -364,6 +400,27 @@ static int keep_needed(const char *model_dir, build_state *b)
     return rc;
 }
 
+static int sink_print(void *ctx, const char *def)
+{
+    (void)ctx;
+    printf(" %s", def);
+    return 0;
+}
+
+/* dskit-build --list-defines: one line per variant, "SYMBOL FAMILY SOURCE -D... -D...", fields separated
+ * by one space; SOURCE is the family's file under kit/src. */
+static int list_defines(const build_state *b, const char *arch)
+{
+    for (int i = 0; i < b->nvars; i++) {
+        const spec_variant *v = &b->vars[i];
+        printf("%s %s %s", v->symbol, v->fam->family, v->fam->source);
+        if (variant_defines(v, arch, sink_print, NULL))
+            return 2;
+        printf("\n");
+    }
+    return 0;
+}
+
 /* Returns the exit status: 0 built, 1 a variant failed or the kit could not be packed, 2 bad input. */
 static int build(const build_opts *o, build_state *b)
 {
@@ -381,6 +438,8 @@ static int build(const build_opts *o, build_state *b)
         return 2;
     if (o->for_model && keep_needed(o->for_model, b))
         return 2;
+    if (o->list_defines)
+        return list_defines(b, o->archs[0]);
     if (o->list) {
         for (int i = 0; i < b->nvars; i++)
             printf("%-40s %-16s block %4d smem %6d\n", b->vars[i].symbol, b->vars[i].fam->family, b->vars[i].block,
@@ -466,6 +525,8 @@ int main(int argc, char **argv)
             o.no_cache = 1;
         else if (!strcmp(a, "--list"))
             o.list = 1;
+        else if (!strcmp(a, "--list-defines"))
+            o.list_defines = 1;
         else if (!strcmp(a, "-j") && i + 1 < argc) {
             o.njobs = atoi(argv[++i]);
             if (o.njobs < 1 || o.njobs > 256) {
@@ -511,6 +572,10 @@ int main(int argc, char **argv)
     if (o.narchs == 0) {
         fprintf(stderr, "dskit-build: --arch '%s' names no architecture\n", arch_list);
         usage(stderr);
+        return 2;
+    }
+    if (o.list_defines && o.narchs != 1) {
+        fprintf(stderr, "dskit-build: --list-defines takes one arch\n");
         return 2;
     }
     build_state b;

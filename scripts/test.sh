@@ -7,4 +7,5 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build build
 cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build-release
-ctest --test-dir build --output-on-failure -j "$(nproc)"
+# Label long (the kernel emulator over every family, docs/emulator.md) is run by hand: ctest -L long.
+ctest --test-dir build --output-on-failure -j "$(nproc)" -LE long

@@ -25,6 +25,60 @@ __device__ __forceinline__ u16 f32_to_bf16_bits(float f)
     return (u16)(u >> 16);
 }
 
+// Instructions a kernel can only reach through inline PTX go through the helpers below (and dsk_mma.cuh).
+// Under DSK_EMU (the CPU emulator, tests/emu, docs/emulator.md) each helper has a twin calling the
+// emulator; a kernel with its own asm does not build there.
+#ifndef DSK_EMU
+// The kernel's dynamic shared memory (16-byte aligned).
+#define DSK_DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
+
+// Programmatic dependent launch (the family is marked "pdl"): wait until the grid before this one has
+// finished and its writes are visible; let the grid after this one start its own prologue. Without
+// the launch attribute both return at once.
+__device__ __forceinline__ void dsk_pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void dsk_pdl_launch_next() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+
+// 16-byte loads as volatile asm, so the compiler keeps them where they are written (ahead of the work
+// that uses them) instead of sinking each next to its use: streaming (evict first) and read-only.
+__device__ __forceinline__ uint4 dsk_ld_stream16(const uint4 *p)
+{
+    uint4 v;
+    asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ uint4 dsk_ld_nc16(const uint4 *p)
+{
+    uint4 v;
+    asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+
+// The shared-memory address of a generic pointer into shared memory (what cp.async takes).
+__device__ __forceinline__ u32 dsk_smem_addr(const void *p) { return (u32)__cvta_generic_to_shared(p); }
+
+// 16-byte global -> shared copy that bypasses L1 (both addresses 16-byte aligned); it lands once a
+// dsk_cp_async_wait<N> leaves at most N committed groups of this thread in flight.
+__device__ __forceinline__ void dsk_cp_async16(u32 saddr, const void *g)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(saddr), "l"(g) : "memory");
+}
+__device__ __forceinline__ void dsk_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void dsk_cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+#else
+#define DSK_DYNAMIC_SMEM(name) unsigned char *name = emu_dynamic_smem()
+__device__ __forceinline__ void dsk_pdl_wait() {}        // grids run one at a time
+__device__ __forceinline__ void dsk_pdl_launch_next() {}
+__device__ __forceinline__ uint4 dsk_ld_stream16(const uint4 *p) { return *p; }
+__device__ __forceinline__ uint4 dsk_ld_nc16(const uint4 *p) { return *p; }
+__device__ __forceinline__ u32 dsk_smem_addr(const void *p) { return emu_smem_addr(p); }
+__device__ __forceinline__ void dsk_cp_async16(u32 saddr, const void *g) { emu_cp_async16(saddr, g); }
+__device__ __forceinline__ void dsk_cp_async_commit() { emu_cp_async_commit(); }
+template <int N> __device__ __forceinline__ void dsk_cp_async_wait() { emu_cp_async_wait(N); }
+#endif
+
 // Warp-wide sum with a fixed butterfly order: every lane ends with the same bits.
 __device__ __forceinline__ float warp_sum(float v)
 {

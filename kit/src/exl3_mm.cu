@@ -169,14 +169,14 @@ __device__ __forceinline__ void load_stage(unsigned char *st, const mm_args &A, 
     const int GR = 16 * KB; // 16-byte granules per chunk run (8 tiles)
     const u16 *tr = (const u16 *)J.d->trellis;
     int n16 = J.d->n / 16;
-    u32 sbase = exl3_smem_addr(st);
+    u32 sbase = dsk_smem_addr(st);
 #pragma unroll
     for (int j = 0; j < cdiv(8 * GR, NTHR); j++) {
         int q = threadIdx.x + j * NTHR;
         if ((8 * GR) % NTHR == 0 || q < 8 * GR) {
             int c = q / GR, off = q % GR;
             const u16 *src = tr + ((i64)(kb * 8 + c) * n16 + J.cb * 8) * (16 * KB) + off * 8;
-            exl3_cp16(sbase + q * 16, src);
+            dsk_cp_async16(sbase + q * 16, src);
         }
     }
     if (A.flags & EXL3_F_XF) {
@@ -189,7 +189,7 @@ __device__ __forceinline__ void load_stage(unsigned char *st, const mm_args &A, 
             if ((RG * 128) % NTHR == 0 || q < RG * 128) {
                 int rg = q >> 7, off = q & 127;
                 const unsigned char *src = xf + (((i64)(J.rt * RG + rg) * kc + kb * 8) * 256) + off * 16;
-                exl3_cp16(sbase + WBYTES + q * 16, src);
+                dsk_cp_async16(sbase + WBYTES + q * 16, src);
             }
         }
     }
@@ -253,7 +253,7 @@ __device__ __forceinline__ void compute_stage(const unsigned char *st, float (&a
             exl3_decode_frag(KB, CBK, w, shift, a);
 #pragma unroll
             for (int rg = 0; rg < RG; rg++)
-                exl3_mma(acc[t][rg], a, b[rg].x, b[rg].y);
+                dsk_mma_16816_f16(acc[t][rg], a[0], a[1], a[2], a[3], b[rg].x, b[rg].y);
         }
     }
 }
@@ -356,12 +356,12 @@ DSK_KERNEL void __launch_bounds__(NTHR, MINCTAS)
     __shared__ int s_last;
     const mm_args A = {d0, d1, d2, d3, x, y, part, cnt, rcnt, plan, yslot, rweight, rows, ldx, ldy, nmat, mode, flags,
                        topk, tcap, xf_stride};
-    // Before exl3_pdl_wait only what no earlier kernel writes: the arguments, descriptors and trellis
+    // Before dsk_pdl_wait only what no earlier kernel writes: the arguments, descriptors and trellis
     // (dense with a fused transform: resolve and the first trellis stage). MoE tiles come from the
     // plan and a pre-transformed x' from exl3_had, so those wait first.
     const int early = mode == EXL3_MODE_DENSE && !(flags & EXL3_F_XF);
     if (!early)
-        exl3_pdl_wait();
+        dsk_pdl_wait();
     mm_job J;
     if (!resolve(A, J, rowkey, rowptr, rw))
         return;
@@ -397,9 +397,9 @@ DSK_KERNEL void __launch_bounds__(NTHR, MINCTAS)
                 chain[t][rg][i] = 0.0f, total[t][rg][i] = 0.0f;
 
     load_stage(smem, A, J, kb0);
-    exl3_cp_commit();
+    dsk_cp_async_commit();
     if (early)
-        exl3_pdl_wait();
+        dsk_pdl_wait();
     x_ahead xa;
     if (fused) {
         fetch_x(xa, J, rowptr, kb0);
@@ -413,15 +413,15 @@ DSK_KERNEL void __launch_bounds__(NTHR, MINCTAS)
         unsigned char *cur = smem + s * STAGE, *nxt = smem + (s ^ 1) * STAGE;
         if (kb + 1 < kb1) {
             load_stage(nxt, A, J, kb + 1);
-            exl3_cp_commit();
+            dsk_cp_async_commit();
             if (fused) {
                 transform_stage(nxt, J, xa);
                 if (kb + 2 < kb1)
                     fetch_x(xa, J, rowptr, kb + 2);
             }
-            exl3_cp_wait<1>();
+            dsk_cp_async_wait<1>();
         } else {
-            exl3_cp_wait<0>();
+            dsk_cp_async_wait<0>();
         }
         __syncthreads();
         compute_stage(cur, chain, woff, (u32)L.shift);
@@ -453,7 +453,7 @@ DSK_KERNEL void __launch_bounds__(NTHR, MINCTAS)
     // CTAs would take free slots and pile up on some SMs (the head at K2 +20 %). At five CTAs per SM
     // even this placement costs the head 7 %: those variants let the next grid start as they exit.
     if (MINCTAS < 5)
-        exl3_pdl_launch_next();
+        dsk_pdl_launch_next();
 
     // partial sums: split CTAs with more than one group, and both halves of MoE up
     const int need_part = mode == EXL3_MODE_MOE_UP || J.gs > 1;

@@ -1,22 +1,13 @@
 // Device helpers shared by the EXL3 kernels: the 128-point Hadamard butterfly with the CPU
-// reference's exact operation order, the input transform of exl3.md §3, the tensor-core mma and
-// cp.async. The numerics here are the rounding points every EXL3 form shares.
-// EXL3_EMU: the CPU emulator (tests/exl3gpu/emu) supplies the mma, cp.async and shared-memory
-// primitives itself and runs these sources unchanged otherwise.
+// reference's exact operation order and the input transform of exl3.md §3. The numerics here are the
+// rounding points every EXL3 form shares. The mma is dsk_mma.cuh's, cp.async dskit_kernel.cuh's.
 #pragma once
+#include "dsk_mma.cuh"
 #include "dskit_kernel.cuh"
 #include "exl3_abi.cuh"
 
-#ifndef EXL3_EMU
 // The kernel's dynamic shared memory.
-#define EXL3_DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
-
-// Programmatic dependent launch (the family is marked "pdl"): wait until the grid before this one has
-// finished and its writes are visible; let the grid after this one start its own prologue. Without
-// the launch attribute both return at once.
-__device__ __forceinline__ void exl3_pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-__device__ __forceinline__ void exl3_pdl_launch_next() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
-#endif
+#define EXL3_DYNAMIC_SMEM(name) DSK_DYNAMIC_SMEM(name)
 
 #define EXL3_HAD_SCALE 0.088388347648f
 
@@ -77,27 +68,6 @@ __device__ __forceinline__ int exl3_xf_index(int j, int lane)
     return (((j >> 3) * 8 + c) * 32 + L) * 2 + (q0 >> 3);
 }
 
-#ifndef EXL3_EMU
-// D += A·B, mma.m16n8k16 fp16 inputs, fp32 accumulate. A = 16 output columns x 16 k (decoded
-// trellis, exl3_dq.cuh), B = 16 k x 8 rows (x').
-__device__ __forceinline__ void exl3_mma(float *d, const u32 *a, u32 b0, u32 b1)
-{
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ u32 exl3_smem_addr(const void *p) { return (u32)__cvta_generic_to_shared(p); }
-
-// 16-byte global -> shared copy that bypasses L1 (both addresses 16-byte aligned).
-__device__ __forceinline__ void exl3_cp16(u32 saddr, const void *g)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(saddr), "l"(g) : "memory");
-}
-__device__ __forceinline__ void exl3_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N> __device__ __forceinline__ void exl3_cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
-#endif
 
 // Column-to-lane butterfly for a 128-vector held as v[i] = element lane + 32·i (the layout of
 // column passes over shared memory): the same stages and the same operations per element as

@@ -5,34 +5,10 @@
 // never the order of any sum, so a row's bits do not depend on the other rows (row-invariant).
 // Lane (g = lane/4, q = lane%4) loads 16 contiguous bytes of a 32-wide K block for A rows g, g+8 and
 // B column g: the same permutation of K on both operands, so the products are the true ones.
-#include "dskit_kernel.cuh"
+#include "dsk_mma.cuh"
 
 #define KSPLIT 16 // warps per block, each a fixed range of K
 #define BATCH (P_M > 8 ? 6 : 10) // 32-wide K blocks whose loads are in flight together
-
-// Loads as volatile asm so they stay ahead of the batch's mmas (the compiler otherwise sinks each load
-// next to its use to save registers, which leaves one load in flight per warp).
-__device__ __forceinline__ uint4 ld_stream(const uint4 *p)
-{
-    uint4 v;
-    asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-    return v;
-}
-
-__device__ __forceinline__ uint4 ld_cached(const uint4 *p)
-{
-    uint4 v;
-    asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-    return v;
-}
-
-__device__ __forceinline__ void mma_bf16(float c[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 
 DSK_KERNEL void __launch_bounds__(KSPLIT * 32) DSK_SYMBOL(const u16 *__restrict__ x, const u16 *__restrict__ w,
                                                           float *__restrict__ y, int rows, int K, int N)
@@ -56,17 +32,17 @@ DSK_KERNEL void __launch_bounds__(KSPLIT * 32) DSK_SYMBOL(const u16 *__restrict_
 #pragma unroll
         for (int u = 0; u < BATCH; u++) {
             int b = min(bb + u, b1 - 1);
-            wv[u] = ld_stream(wl + 4 * b);
-            av[u] = ld_cached(al + 4 * b);
+            wv[u] = dsk_ld_stream16(wl + 4 * b);
+            av[u] = dsk_ld_nc16(al + 4 * b);
             if (P_M > 8)
-                bv[u] = ld_cached(bl + 4 * b);
+                bv[u] = dsk_ld_nc16(bl + 4 * b);
         }
 #pragma unroll
         for (int u = 0; u < BATCH; u++) {
             if (bb + u < b1) {
                 uint4 wu = wp ? wv[u] : zero, au = xa ? av[u] : zero, bu = P_M > 8 && xb ? bv[u] : zero;
-                mma_bf16(c, au.x, bu.x, au.y, bu.y, wu.x, wu.y);
-                mma_bf16(c, au.z, bu.z, au.w, bu.w, wu.z, wu.w);
+                dsk_mma_16816_bf16(c, au.x, bu.x, au.y, bu.y, wu.x, wu.y);
+                dsk_mma_16816_bf16(c, au.z, bu.z, au.w, bu.w, wu.z, wu.w);
             }
         }
     }

@@ -21,8 +21,8 @@ DSK_KERNEL void __launch_bounds__(P_T)
     DSK_SYMBOL(const float *__restrict__ scores, const float *__restrict__ bias, int N, int k, i64 ld,
                int *__restrict__ out_idx, float *__restrict__ out_val, int *ws, int ws_stride, int step)
 {
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    dsk_pdl_wait();
+    dsk_pdl_launch_next();
     const int row = blockIdx.y, b = blockIdx.x, nb = gridDim.x;
     const float *s = scores + (i64)row * ld;
     int *w = ws + (i64)row * ws_stride;

@@ -1,5 +1,5 @@
 /* Host versions of the CUDA primitives kit/src/exl3_dq.cuh uses (C and C++), so the lane decode runs on
- * the CPU: in test_exl3_dq.c and in the SIMT emulator (tests/exl3gpu/emu). */
+ * the CPU: in test_exl3_dq.c and in the kernel emulator (tests/emu, docs/emulator.md). */
 #ifndef DSK_EXL3_HOST_PRIMS_H
 #define DSK_EXL3_HOST_PRIMS_H
 

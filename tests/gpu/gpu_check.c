@@ -1,4 +1,4 @@
-/* The check records shared by the GPU test program and the EXL3 emulator (tests/gpu/gpu_check.h). */
+/* The GPU test program's check records (tests/gpu/gpu_check.h). */
 #include "tests/gpu/gpu_check.h"
 
 #include "runtime/common/numerics.h"

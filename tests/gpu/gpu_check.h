@@ -12,6 +12,7 @@ typedef struct {
     const kit *k;
     const dsk_gpu *g;
     CUstream s;
+    int small; /* the model-sized cases shrink (on the kernel emulator, unless DSKIT_EMU_FULL=1) */
     int failures;
     int checks;
 } gpu_ctx;

@@ -1,6 +1,7 @@
 /* GPU tests: every kernel family of the kit against its CPU reference on fresh random inputs.
  * usage: gpu_tests KIT [FAMILY...]. Prints one line per check and a summary; exit 0 all passed, 1 a check
- * failed, 2 no GPU or the kit cannot be loaded. */
+ * failed, 2 no GPU or the kit cannot be loaded. The same program runs on the kernel emulator
+ * (gpu_tests_emu, docs/emulator.md), where the model-sized cases shrink unless DSKIT_EMU_FULL=1. */
 #include "tests/gpu/gpu_check.h"
 #include "runtime/common/error.h"
 #include "runtime/common/util.h"
@@ -137,6 +138,7 @@ int main(int argc, char **argv)
     printf("GPU 0: %s (cc %d.%d, %d SMs); kit %s loaded in %.3f s (%d kernels)\n", g.name, g.cc_major, g.cc_minor,
            g.sms, argv[1], dsk_now() - t0, kit_nkernels(k));
     gpu_ctx c = {.k = k, .g = &g};
+    c.small = !strncmp(g.name, "dskit emulator", 14) && !getenv("DSKIT_EMU_FULL");
     setenv("DSKIT_TEST_KIT", argv[1], 0); /* the engine test opens the kit itself, through the backend */
     cu_must(cu.cuStreamCreate(&c.s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
@@ -146,7 +148,7 @@ int main(int argc, char **argv)
         if (run)
             tests[i].fn(&c);
     }
-    printf("%d checks, %d failed\n", c.checks, c.failures);
+    printf("%d checks, %d failed (%.1f s)\n", c.checks, c.failures, dsk_now() - t0);
     cu.cuStreamDestroy(c.s);
     kit_close(k);
     dsk_gpu_close(&g);

@@ -19,9 +19,6 @@
 
 static const char *const cb_name[3] = {"3INST", "MCG", "MUL1"};
 
-/* Set by the CPU emulator (tests/exl3gpu/emu): the model-sized cases shrink to sizes it runs in minutes. */
-int exl3_tests_small;
-
 /* A random EXL3 linear, on the host (for the CPU reference) and on the device. */
 typedef struct {
     exl3_linear cpu;
@@ -331,9 +328,9 @@ void test_exl3_mm(gpu_ctx *c)
     /* the model's shapes (K and codebook varied over the list) */
     const int real[][4] = {{5120, 2304, 2, 2}, {5120, 1152, 3, 1}, {2304, 5120, 2, 1}, {1152, 5120, 3, 2},
                            {1280, 32768, 4, 2}, {8192, 5120, 4, 1}, {5120, 64640, 6, 2}, {6144, 25600, 4, 0}};
-    for (int s = 0; s < 8 && !exl3_tests_small; s++)
+    for (int s = 0; s < 8 && !c->small; s++)
         matmul_vs_cpu(c, &r, real[s][0], real[s][1], real[s][2], real[s][3], 1 + s % 3, 0, 0);
-    int sm = exl3_tests_small;
+    int sm = c->small;
     /* row invariance for every bucket, against the CPU too */
     rlin L;
     rlin_make(&L, &r, 1280, 1024, 4, 2, 0, 0.1f);
@@ -583,7 +580,7 @@ void test_exl3_moe(gpu_ctx *c)
     rmoe_free(&M);
     rmoe_free(&S);
     /* the model's shape: experts 5120 -> 2304 -> 5120, 6 of 16 per row, plus the shared expert */
-    int sm = exl3_tests_small;
+    int sm = c->small;
     rmoe_make(&M, &r, 16, sm ? 640 : 5120, sm ? 256 : 2304, 2, 3, 2);
     rmoe_make(&S, &r, 1, sm ? 640 : 5120, sm ? 256 : 2304, 4, 4, 2);
     moe_case(c, &r, &M, &S, 1, 6, 16, 0, "model");

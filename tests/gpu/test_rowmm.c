@@ -19,7 +19,8 @@ void test_rowmm(gpu_ctx *c)
     } shapes[] = {{5120, 384}, {5120, 32}, {128, 8}, {1280, 136}, {4096, 1000}};
     const int nrows[] = {1, 2, 3, 4, 8, 13, 16, 40};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
-        int K = shapes[si].K, N = shapes[si].N, maxr = 40;
+        /* small (the emulator): the model's K, at most 40 columns */
+        int K = shapes[si].K, N = c->small && shapes[si].N > 40 ? 40 : shapes[si].N, maxr = 40;
         uint16_t *x = xmalloc((size_t)maxr * K * 2), *w = xmalloc((size_t)N * K * 2);
         fill_bf16(&r, x, maxr, K, 1.0f);
         fill_bf16(&r, w, N, K, 0.05f);

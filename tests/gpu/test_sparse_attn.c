@@ -19,9 +19,6 @@
 
 enum { GUARD = 256 };
 
-/* Set by a CPU emulator run: the release shape at a few rows only (its rows cost seconds there). */
-int sparse_attn_tests_small;
-
 typedef struct {
     const char *name;
     int heads, hd, rope, window, topk, pool;
@@ -329,7 +326,7 @@ void test_sparse_attn(gpu_ctx *c)
         const attn_shape *sh = &shapes[si];
         /* the emulator's small run: the release shape at 1 and 2 rows and one DSpark block only, the
          * head_dim 128 shapes with a 256-row prompt chunk */
-        int small = sparse_attn_tests_small && si == 0;
+        int small = c->small && si == 0;
         const int nrows[] = {1, 2, 7, 16, 64};
         for (size_t ri = 0; ri < (small ? 2 : sizeof nrows / sizeof nrows[0]); ri++)
             check_round(c, &r, sh, nrows[ri], nrows[ri] < 4 ? nrows[ri] : 4, 0, 1, nrows[ri] == 7 ? 3 : -1);
@@ -337,7 +334,7 @@ void test_sparse_attn(gpu_ctx *c)
             check_round(c, &r, sh, 16, 3, 0, 0, -1); /* no inverse RoPE */
             /* a prompt chunk of one sequence: enough outputs that an fp32 ulp of difference between the
              * forms shows through the bf16 rounding */
-            check_round(c, &r, sh, si == 0 ? 320 : sparse_attn_tests_small ? 256 : 2048, 1, 0, 1, -1);
+            check_round(c, &r, sh, si == 0 ? 320 : c->small ? 256 : 2048, 1, 0, 1, -1);
         }
         check_round(c, &r, sh, 5, 1, 1, 1, -1); /* one DSpark block */
         if (!small) {

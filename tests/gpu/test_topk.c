@@ -23,7 +23,8 @@ void test_topk(gpu_ctx *c)
                  {5, 8, 3, 1, 0},          {9, 128, 3, 1, 2},     {2, 1024, 16, 1, 0},   {3, 384, 17, 0, 2},
                  {11, 128, 16, 0, 1}};
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
-        int rows = cases[ci].rows, N = cases[ci].N, k = cases[ci].k;
+        /* small (the emulator): the 1M-entry rows shrink to 128K, still several blocks per row */
+        int rows = cases[ci].rows, N = c->small && cases[ci].N > 131072 ? 131072 : cases[ci].N, k = cases[ci].k;
         size_t n = (size_t)rows * N;
         float *s = xmalloc(n * 4), *b = xmalloc((size_t)N * 4);
         for (size_t i = 0; i < n; i++) {
