@@ -153,7 +153,7 @@ def main():
              '-DDSK_EMU_SOURCE="tests/emu/emu_selftest.cu"', "tests/emu/emu_kernel.cc"], [pch])
     for src in ["tests/emu/emu_sched.cc", "tests/emu/emu_driver.cc"]:
         add(os.path.basename(src)[:-3], base + ["-O2"] + OWN_WARN + [src])
-    for src in ["runtime/common/error.c", "runtime/common/numerics.c", "manifest/cubin_elf.c"]:
+    for src in ["runtime/common/error.c", "runtime/common/escape.c", "runtime/common/numerics.c", "manifest/cubin_elf.c"]:
         add("c_" + os.path.basename(src)[:-2],
             [args.cc, "-std=c11", "-D_GNU_SOURCE", "-fPIC", "-fvisibility=hidden", "-O2", "-g0", "-c"] + inc + OWN_WARN + [src])
     jobs.sort(key=lambda j: 0 if j[0].startswith("exl3_mm") else 1)
