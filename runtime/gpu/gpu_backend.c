@@ -449,15 +449,15 @@ int gpu_backend_open(const engine_backend_args *a, void **impl, const engine_bac
     /* the draw's pinned host memory: parameters, masks and results of max_rows rows */
     {
         size_t R = (size_t)b->max_rows, at = 0, words = (size_t)(b->cfg->vocab_size + 31) / 32;
-#define IO(f, bytes) (b->f = at, at = (at + (bytes) + 63) & ~(size_t)63)
-        IO(io_sp, sizeof(sample_row_params) * R);
-        IO(io_allow, sizeof(uint32_t) * words * R);
-        IO(io_tok, sizeof(int32_t) * R);
-        IO(io_lp, sizeof(float) * R);
-        IO(io_tid, sizeof(int32_t) * R * SAMPLE_TOP_LOGPROBS);
-        IO(io_tlp, sizeof(float) * R * SAMPLE_TOP_LOGPROBS);
-        IO(io_feed, sizeof(int32_t) * 2 * R);
-#undef IO
+#define IO_AT(f, bytes) (b->f = at, at = (at + (bytes) + 63) & ~(size_t)63)
+        IO_AT(io_sp, sizeof(sample_row_params) * R);
+        IO_AT(io_allow, sizeof(uint32_t) * words * R);
+        IO_AT(io_tok, sizeof(int32_t) * R);
+        IO_AT(io_lp, sizeof(float) * R);
+        IO_AT(io_tid, sizeof(int32_t) * R * SAMPLE_TOP_LOGPROBS);
+        IO_AT(io_tlp, sizeof(float) * R * SAMPLE_TOP_LOGPROBS);
+        IO_AT(io_feed, sizeof(int32_t) * 2 * R);
+#undef IO_AT
         b->io_bytes = at;
     }
     const char *graphs = getenv("DSKIT_GPU_GRAPHS");

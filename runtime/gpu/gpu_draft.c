@@ -18,12 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TRY(call)                                                                                                \
-    do {                                                                                                         \
-        if (call)                                                                                                \
-            return -1;                                                                                           \
-    } while (0)
-
 int gpu_draft_feed(gpu_backend *b, int seq, int64_t len)
 {
     const model_config *c = b->cfg;
@@ -42,7 +36,7 @@ int gpu_draft_feed(gpu_backend *b, int seq, int64_t len)
     if (n > b->max_rows)
         return dsk_err("DSpark: %d positions fed at once, a round holds %d", n, b->max_rows);
     /* pinned: the copies read them after this returns (the stream orders them before the next round) */
-    int32_t *pos = (int32_t *)((char *)b->io_host + b->io_feed), *dst = pos + b->max_rows;
+    int32_t *pos = IO(b, io_feed), *dst = pos + b->max_rows;
     for (int i = 0; i < n; i++) {
         int64_t p = s->draft_len + i;
         pos[i] = (int32_t)p;
@@ -66,9 +60,6 @@ int gpu_draft_feed(gpu_backend *b, int seq, int64_t len)
     s->draft_len = len;
     return 0;
 }
-
-#define P32(b, f) ((int32_t *)((char *)(b)->plan_host + (b)->plan.f))
-#define DEV(b, f) ((b)->plan_dev + (b)->plan.f)
 
 int gpu_draft_run(gpu_backend *b, const engine_draft_req *req, int n, int32_t *drafts, float *conf)
 {
@@ -105,7 +96,7 @@ int gpu_draft_run(gpu_backend *b, const engine_draft_req *req, int n, int32_t *d
     CU_TRY(cu.cuMemcpyHtoDAsync(b->plan_dev, b->plan_host, b->plan.bytes, b->s));
     CU_TRY(cu.cuMemcpyHtoDAsync(b->draft_prev, prev, sizeof(int32_t) * (size_t)n, b->s));
     /* the draw's parameters: draft j of request i at position p + 2 + j, in rows j·n + i */
-    sample_row_params *sp = (sample_row_params *)((char *)b->io_host + b->io_sp);
+    sample_row_params *sp = IO(b, io_sp);
     for (int j = 0; j < B; j++)
         for (int i = 0; i < n; i++)
             sp[j * n + i] = (sample_row_params){req[i].sp.temperature, req[i].sp.top_p, req[i].sp.top_k, -1,
@@ -149,8 +140,8 @@ int gpu_draft_run(gpu_backend *b, const engine_draft_req *req, int n, int32_t *d
         CU_TRY(cu.cuMemcpyDtoDAsync(b->draft_prev, b->draft_tok + (CUdeviceptr)j * b->draft_ld * 4,
                                     sizeof(int32_t) * (size_t)n, b->s));
     }
-    int32_t *tk = (int32_t *)((char *)b->io_host + b->io_tid); /* [B][draft_ld] fits the top-ids slot */
-    float *cf = (float *)((char *)b->io_host + b->io_tlp);
+    int32_t *tk = IO(b, io_tid); /* [B][draft_ld] fits the top-ids slot */
+    float *cf = IO(b, io_tlp);
     CU_TRY(cu.cuMemcpyDtoHAsync(tk, b->draft_tok, sizeof(int32_t) * (size_t)B * b->draft_ld, b->s));
     CU_TRY(cu.cuMemcpyDtoHAsync(cf, b->draft_conf, sizeof(float) * (size_t)B * b->draft_ld, b->s));
     CUresult cr = cu.cuStreamSynchronize(b->s);

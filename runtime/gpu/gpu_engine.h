@@ -127,6 +127,17 @@ struct gpu_backend {
 
 enum { GPU_HOOK_BLOCK_IN, GPU_HOOK_ATTN_OUT, GPU_HOOK_BLOCK_OUT };
 
+/* The round's host plan and its device copy by field (gpu_plan_layout), and the draw's pinned memory. */
+#define P32(b, f) ((int32_t *)((char *)(b)->plan_host + (b)->plan.f))
+#define DEV(b, f) ((b)->plan_dev + (b)->plan.f)
+#define IO(b, f) ((void *)((char *)(b)->io_host + (b)->f))
+/* A launch that failed has set its message: return it. */
+#define TRY(call)                                                                                                \
+    do {                                                                                                         \
+        if (call)                                                                                                \
+            return -1;                                                                                           \
+    } while (0)
+
 /* Run one round on the device: the plan is in plan_host; returns after the drawn tokens (and logprobs)
  * are back on the host. */
 int gpu_round(gpu_backend *b, const engine_row *rows, int n, engine_out *out);

@@ -28,14 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TRY(call)                                                                                                \
-    do {                                                                                                         \
-        if (call)                                                                                                \
-            return -1;                                                                                           \
-    } while (0)
-
-
-
 /* The indexer's N in a graph: the widest reach rounded up to a power of two (at least 1024) and capped at
  * the score buffer's width. Scores past a row's reach are −∞ and a top-k's ties go to the lower index, so
  * any N >= the widest reach gives every row the same selection and the same bits. */
@@ -46,9 +38,6 @@ static int graph_bucket(const gpu_backend *b, int reach)
         n *= 2;
     return (int)(n < b->score_cap ? n : b->score_cap);
 }
-
-#define P32(b, f) ((int32_t *)((char *)(b)->plan_host + (b)->plan.f))
-#define DEV(b, f) ((b)->plan_dev + (b)->plan.f)
 
 /* ---- the plan ---- */
 
@@ -160,8 +149,6 @@ static int engram_plan(gpu_backend *b, const engine_row *rows, int n)
 }
 
 /* ---- one layer ---- */
-
-
 
 static int kv_rows_store(gpu_backend *b, CUdeviceptr src, int64_t stride, CUdeviceptr dst_pool, CUdeviceptr dst_idx,
                          int n, int width)
@@ -390,8 +377,6 @@ int gpu_layer(layer_ctx *L, int l)
     }
     return 0;
 }
-
-#define IO(b, f) ((void *)((char *)(b)->io_host + (b)->f))
 
 /* The draw's parameters and allow masks into pinned memory (the round's copies read them from there). */
 static int sample_prep(gpu_backend *b, round_shape *sh, const engine_row *rows)

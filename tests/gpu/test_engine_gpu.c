@@ -106,6 +106,22 @@ static void gpu_hook(void *ctx, int l, int stage, CUdeviceptr X, CUdeviceptr pi,
     free(mine);
 }
 
+/* The GPU backend alone (no engine above it: the tests reach its insides), every id drawable; *valid stays
+ * with the backend until it is closed. */
+static gpu_backend *open_gpu(const char *dir, const char *kit_path, int max_seqs, int V, uint32_t **valid,
+                             const engine_backend_ops **ops)
+{
+    engine_opts o = {.backend = "gpu", .model_dir = dir, .kit = kit_path, .max_seqs = max_seqs, .max_rows = 64,
+                     .context = 2048};
+    *valid = xmalloc(sizeof(uint32_t) * (size_t)(V + 31) / 32);
+    memset(*valid, 0xff, sizeof(uint32_t) * (size_t)(V + 31) / 32);
+    engine_info info = {0};
+    engine_backend_args a = {&o, *valid, &info, rank_xchg_single()};
+    void *impl;
+    must(gpu_backend_open(&a, &impl, ops), "opening the GPU backend");
+    return impl;
+}
+
 void test_engine(gpu_ctx *c)
 {
     const char *dir = getenv("DSKIT_TEST_MODEL");
@@ -149,15 +165,10 @@ void test_engine(gpu_ctx *c)
     }
     m->layer_hook = NULL;
     /* the GPU: the same rounds, teacher-forced */
-    engine_opts o = {.backend = "gpu", .model_dir = dir, .kit = kit_path, .max_seqs = 2, .max_rows = 64, .context = 2048};
-    uint32_t *valid = xmalloc(sizeof(uint32_t) * (size_t)(V + 31) / 32);
-    memset(valid, 0xff, sizeof(uint32_t) * (size_t)(V + 31) / 32);
-    engine_info info = {0};
-    engine_backend_args a = {&o, valid, &info, rank_xchg_single()};
-    void *impl;
+    uint32_t *valid;
     const engine_backend_ops *ops;
-    must(gpu_backend_open(&a, &impl, &ops), "opening the GPU backend");
-    gpu_backend *b = impl;
+    gpu_backend *b = open_gpu(dir, kit_path, 2, V, &valid, &ops);
+    void *impl = b;
     static gpu_forcing f;
     memset(&f, 0, sizeof f);
     f.cpu = &rec;
@@ -275,15 +286,10 @@ void test_engine_exact(gpu_ctx *c)
         p[i] = (int32_t)dsk_rng_below(&r, (uint64_t)V / 2);
     for (int i = 0; i < Q; i++)
         q[i] = (int32_t)dsk_rng_below(&r, (uint64_t)V / 2);
-    engine_opts o = {.backend = "gpu", .model_dir = dir, .kit = kit_path, .max_seqs = NSEQ, .max_rows = 64, .context = 2048};
-    uint32_t *valid = xmalloc(sizeof(uint32_t) * (size_t)(V + 31) / 32);
-    memset(valid, 0xff, sizeof(uint32_t) * (size_t)(V + 31) / 32);
-    engine_info info = {0};
-    engine_backend_args a = {&o, valid, &info, rank_xchg_single()};
-    void *impl;
+    uint32_t *valid;
     const engine_backend_ops *ops;
-    must(gpu_backend_open(&a, &impl, &ops), "opening the GPU backend");
-    gpu_backend *gb = impl;
+    gpu_backend *gb = open_gpu(dir, kit_path, NSEQ, V, &valid, &ops);
+    void *impl = gb;
     for (int s = 0; s < NSEQ; s++)
         must(ops->seq_open(impl, s, 256, 0), "a GPU sequence");
     float *alone = xmalloc(sizeof(float) * (size_t)V * 64), *other = xmalloc(sizeof(float) * (size_t)V * 64);
