@@ -7,12 +7,16 @@
  * bytes over the streaming-read roofline measured in the same run; kernel launches per layer. Each round
  * is timed replayed from its CUDA graph (how the engine runs it) and launched eagerly. Before the rounds,
  * every sequence's prompt runs in chunks of 1024 rows: the prompt's tok/s. The tokens drawn are not
- * committed, so every round of a row count runs at the same position. */
+ * committed, so every round of a row count runs at the same position. Last, structured output: rounds whose
+ * rows draw under real grammar masks (json_object over the model's tokenizer, each row a random walk of
+ * its own), the masks made before the round or by the round's fill while its forward runs, against the
+ * same rounds without masks. */
 #include "runtime/cli.h"
 #include "runtime/common/error.h"
 #include "runtime/common/rng.h"
 #include "runtime/common/util.h"
 #include "runtime/gpu/gpu_engine.h"
+#include "runtime/grammar/grammar.h"
 #include "runtime/launch/gpu_time.h"
 #include "runtime/launch/stream_read.h"
 
@@ -200,7 +204,7 @@ static int prefill(bench *B, int seq, int64_t from, int64_t to, dsk_rng *rng)
             rows[i] = (engine_row){.seq = seq, .token = (int32_t)dsk_rng_below(rng, (uint64_t)b->cfg->vocab_size / 2),
                                    .pos = p + i, .sample = i == n - 1, .sp = SAMPLE_GREEDY, .top_logprobs = -1};
         engine_out out = {.tokens = tok};
-        rc = B->ops->step(b, rows, n, &out) || B->ops->commit(b, seq, p, p + n);
+        rc = B->ops->step(b, rows, n, &out, NULL) || B->ops->commit(b, seq, p, p + n);
     }
     free(rows), free(tok);
     return rc;
@@ -210,13 +214,13 @@ static int round_time(bench *B, const engine_row *rows, int n, int reps, double 
 {
     int32_t tok[MAX_SEQS + 8];
     engine_out out = {.tokens = tok};
-    if (B->ops->step(B->b, rows, n, &out)) /* warm-up */
+    if (B->ops->step(B->b, rows, n, &out, NULL)) /* warm-up */
         return -1;
     double best = 1e30;
     unsigned long long l0 = kit_launches();
     for (int i = 0; i < reps; i++) {
         double t0 = dsk_now();
-        if (B->ops->step(B->b, rows, n, &out))
+        if (B->ops->step(B->b, rows, n, &out, NULL))
             return -1;
         double t = (dsk_now() - t0) * 1e3;
         best = t < best ? t : best;
@@ -297,9 +301,141 @@ static int table(bench *B, int64_t C, int reps, dsk_rng *rng)
     return 0;
 }
 
+/* ---- structured output ---- */
+
+/* One grammar per way of making the masks (each its own token-set cache), its rows' matchers walking the
+ * same random tokens, so both see the same cold and warm states. */
+typedef struct {
+    grammar *g;
+    grammar_matcher *m[MAX_SEQS];
+    uint32_t *masks;
+    size_t words;
+    int R;
+    dsk_rng walk;
+    double mask_s;
+} gwalk;
+
+static int gwalk_masks(void *ctx)
+{
+    gwalk *w = ctx;
+    double t0 = dsk_now();
+    for (int i = 0; i < w->R; i++)
+        if (grammar_allowed(w->m[i], w->masks + w->words * (size_t)i))
+            return -1;
+    w->mask_s += dsk_now() - t0;
+    return 0;
+}
+
+/* Each row's walk one token on (a random allowed id other than EOS), or afresh where it ended. */
+static int gwalk_advance(gwalk *w, int V, int32_t eos)
+{
+    for (int i = 0; i < w->R; i++) {
+        const uint32_t *mk = w->masks + w->words * (size_t)i;
+        int32_t start = (int32_t)dsk_rng_below(&w->walk, (uint64_t)V), id = -1;
+        for (int k = 0; k < V && id < 0; k++) {
+            int32_t t = (start + k) % V;
+            if (t != eos && (mk[t >> 5] >> (t & 31) & 1u))
+                id = t;
+        }
+        if (id < 0 || grammar_accept_token(w->m[i], id)) {
+            grammar_matcher_free(w->m[i]);
+            w->m[i] = NULL;
+            if (grammar_matcher_new(w->g, &w->m[i]))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static void gwalk_free(gwalk *w)
+{
+    for (int i = 0; i < MAX_SEQS; i++)
+        grammar_matcher_free(w->m[i]);
+    grammar_free(w->g);
+    free(w->masks);
+}
+
+static int gwalk_new(const grammar_vocab *v, int R, size_t words, gwalk *w)
+{
+    *w = (gwalk){.words = words, .R = R};
+    dsk_rng_seed(&w->walk, 0x5eed + (uint64_t)R);
+    if (grammar_from_json_object(v, NULL, &w->g) || !(w->masks = dsk_calloc(words * MAX_SEQS, sizeof(uint32_t))))
+        return -1;
+    for (int i = 0; i < R; i++)
+        if (grammar_matcher_new(w->g, &w->m[i]))
+            return -1;
+    return 0;
+}
+
+/* Rounds of R decode rows at position C: no masks; masks made, then the round; the round making its masks
+ * in its fill. Means over reps rounds each, interleaved. */
+static int grammar_table(bench *B, const char *model, int64_t C, int reps)
+{
+    gpu_backend *b = B->b;
+    int V = b->cfg->vocab_size;
+    size_t words = (size_t)(V + 31) / 32;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/tokenizer.json", model);
+    dsk_tokenizer *tok;
+    grammar_vocab *v;
+    if (tok_load(path, &tok))
+        return -1;
+    int32_t eos = tok_eos(tok);
+    int rc = grammar_vocab_new(tok, V, eos, &v);
+    tok_free(tok);
+    if (rc)
+        return -1;
+    printf("\nstructured output at context %lld (json_object masks, a random walk per row; means of %d rounds):\n",
+           (long long)C, reps);
+    printf("%-8s %10s %10s %12s %14s %12s\n", "rows", "plain ms", "masks ms", "masks+round", "fill (overlap)",
+           "visible us");
+    int sizes[] = {1, 4, 16};
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0] && !rc; si++) {
+        int R = sizes[si];
+        gwalk ws, wf;
+        engine_row plain[MAX_SEQS], rs[MAX_SEQS], rf[MAX_SEQS];
+        int32_t tok_out[MAX_SEQS];
+        engine_out out = {.tokens = tok_out};
+        rc = gwalk_new(v, R, words, &ws) || gwalk_new(v, R, words, &wf);
+        for (int i = 0; i < R; i++) {
+            plain[i] = (engine_row){.seq = i, .token = 1000 + i, .pos = C, .sample = 1, .sp = SAMPLE_GREEDY,
+                                    .top_logprobs = -1};
+            rs[i] = rf[i] = plain[i];
+            rs[i].allow = ws.masks + words * (size_t)i;
+            rf[i].allow = wf.masks + words * (size_t)i;
+        }
+        engine_fill fill = {gwalk_masks, &wf};
+        /* warm-up: each shape's graphs */
+        rc = rc || B->ops->step(b, plain, R, &out, NULL) || gwalk_masks(&ws) || B->ops->step(b, rs, R, &out, NULL);
+        ws.mask_s = 0;
+        double t_plain = 0, t_serial = 0, t_fill = 0;
+        for (int k = 0; k < reps && !rc; k++) {
+            double t0 = dsk_now();
+            rc = B->ops->step(b, plain, R, &out, NULL);
+            double t1 = dsk_now();
+            rc = rc || gwalk_masks(&ws) || B->ops->step(b, rs, R, &out, NULL);
+            double t2 = dsk_now();
+            rc = rc || B->ops->step(b, rf, R, &out, &fill);
+            double t3 = dsk_now();
+            t_plain += t1 - t0, t_serial += t2 - t1, t_fill += t3 - t2;
+            rc = rc || gwalk_advance(&ws, V, eos) || gwalk_advance(&wf, V, eos);
+        }
+        if (!rc)
+            printf("%-8d %10.3f %10.3f %12.3f %14.3f %12.1f\n", R, 1e3 * t_plain / reps, 1e3 * wf.mask_s / reps,
+                   1e3 * t_serial / reps, 1e3 * t_fill / reps, 1e6 * (t_fill - t_plain) / reps);
+        gwalk_free(&ws);
+        gwalk_free(&wf);
+    }
+    grammar_vocab_free(v);
+    return rc;
+}
+
+static int bench_placement(const char *kit_path, const char *model, const char *place, const int64_t *contexts,
+                           int nctx, long reps, int with_grammar);
+
 int bench_decode(int argc, char **argv)
 {
-    const char *kit_path = NULL, *model = NULL;
+    const char *kit_path = NULL, *model = NULL, *engram = "host";
     int64_t contexts[4] = {4096};
     int nctx = 1;
     long reps = 20;
@@ -312,6 +448,8 @@ int bench_decode(int argc, char **argv)
         i++;
         if (!strcmp(a, "--kit"))
             kit_path = v;
+        else if (!strcmp(a, "--engram"))
+            engram = v;
         else if (!strcmp(a, "--model"))
             model = v;
         else if (!strcmp(a, "--rounds")) {
@@ -337,15 +475,32 @@ int bench_decode(int argc, char **argv)
         }
     }
     if (!kit_path || !model) {
-        fprintf(stderr, "usage: dskit bench decode --kit KIT --model DIR [--contexts 4096,65536] [--rounds N]\n");
+        fprintf(stderr, "usage: dskit bench decode --kit KIT --model DIR [--contexts 4096,65536] [--rounds N]\n"
+                        "                          [--engram host|device|nvme:DIR[,...]]\n");
         return 2;
     }
+    /* each placement in turn: the backend opened afresh, the same tables */
+    char list[1024];
+    if (snprintf(list, sizeof list, "%s", engram) >= (int)sizeof list) {
+        fprintf(stderr, "dskit bench decode: --engram: the list is too long\n");
+        return 2;
+    }
+    int rc = 0, first = 1;
+    char *save = NULL;
+    for (char *place = strtok_r(list, ",", &save); place && !rc; place = strtok_r(NULL, ",", &save), first = 0)
+        rc = bench_placement(kit_path, model, place, contexts, nctx, reps, first); /* the grammar table once */
+    return rc;
+}
+
+static int bench_placement(const char *kit_path, const char *model, const char *place, const int64_t *contexts,
+                           int nctx, long reps, int with_grammar)
+{
     int64_t cmax = 0;
     for (int i = 0; i < nctx; i++)
         cmax = contexts[i] > cmax ? contexts[i] : cmax;
     cmax += 64;
     engine_opts o = {.backend = "gpu", .model_dir = model, .kit = kit_path, .max_seqs = MAX_SEQS, .max_rows = CHUNK,
-                     .context = cmax};
+                     .context = cmax, .engram = place};
     model_config cfg;
     if (model_config_load(model, &cfg)) {
         fprintf(stderr, "dskit bench decode: %s\n", dsk_err_msg());
@@ -368,7 +523,8 @@ int bench_decode(int argc, char **argv)
     B.b = impl;
     int rc = roofline(&B);
     if (!rc)
-        printf("streaming-read roofline %.1f GB/s (same run)\n", B.roof);
+        printf("streaming-read roofline %.1f GB/s (same run); Engram rows: %s\n", B.roof,
+               B.b->cfg->n_engram_layers ? place : "none (no Engram layer)");
     dsk_rng rng;
     dsk_rng_seed(&rng, 7);
     for (int s = 0; s < MAX_SEQS && !rc; s++)
@@ -390,6 +546,7 @@ int bench_decode(int argc, char **argv)
         }
         rc = rc || table(&B, C, (int)reps, &rng);
     }
+    rc = rc || (with_grammar && grammar_table(&B, model, contexts[nctx - 1], (int)reps));
     if (!rc)
         printf("\n%lld rounds replayed from %lld captured graphs\n", B.b->graph_replays, B.b->graph_captures);
     if (rc)

@@ -1,11 +1,13 @@
 /* The CPU backend behind the engine interface: each step runs every sequence's rows through the exact
- * CPU forward, then draws each sampling row with the sampling reference. */
+ * CPU forward, then draws each sampling row with the sampling reference. A step's fill (structured
+ * output's masks) runs on a thread of its own beside the forward and is waited for before the first draw. */
 #include "runtime/common/error.h"
 #include "runtime/cpu/cpu_model.h"
 #include "runtime/cpu/linear.h"
 #include "runtime/engine/backend.h"
 #include "runtime/ref/sampling.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +27,44 @@ typedef struct {
     int nslots;
     uint32_t *mask;        /* scratch: valid ∧ a row's allow */
     char device[64];
+    /* the step's fill, while it runs on its thread */
+    const engine_fill *fill;
+    pthread_t filler;
+    int filling, fill_rc;
+    char fill_err[512];
 } cpu_backend;
+
+static void *fill_main(void *arg)
+{
+    cpu_backend *b = arg;
+    b->fill_rc = engine_fill_run(b->fill);
+    if (b->fill_rc)
+        snprintf(b->fill_err, sizeof b->fill_err, "%s", dsk_err_msg());
+    return NULL;
+}
+
+/* Start the fill beside the forward (or, when no thread can be had, run it now). */
+static int fill_start(cpu_backend *b, const engine_fill *fill)
+{
+    b->filling = 0;
+    if (!fill || !fill->fn)
+        return 0;
+    b->fill = fill;
+    if (pthread_create(&b->filler, NULL, fill_main, b) != 0)
+        return engine_fill_run(fill);
+    b->filling = 1;
+    return 0;
+}
+
+/* The masks are written once this returns 0. */
+static int fill_wait(cpu_backend *b)
+{
+    if (!b->filling)
+        return 0;
+    pthread_join(b->filler, NULL);
+    b->filling = 0;
+    return b->fill_rc ? dsk_err("%s", b->fill_err) : 0;
+}
 
 static void cpu_close(void *impl)
 {
@@ -88,7 +127,7 @@ static int run_seq(cpu_backend *b, const engine_row *rows, int n, engine_out *ou
         goto done;
     for (int i = 0; i < n; i++)
         tokens[i] = rows[i].token;
-    if (cpu_forward(b->m, sl->s, tokens, n, first, logits, taps))
+    if (cpu_forward(b->m, sl->s, tokens, n, first, logits, taps) || (first < n && fill_wait(b)))
         goto done;
     for (int i = first; i < n; i++) {
         const engine_row *r = &rows[i];
@@ -133,17 +172,28 @@ done:
     return rc;
 }
 
-static int cpu_step(void *impl, const engine_row *rows, int n, engine_out *out)
+static int cpu_step(void *impl, const engine_row *rows, int n, engine_out *out, const engine_fill *fill)
 {
+    cpu_backend *b = impl;
+    if (fill_start(b, fill))
+        return -1;
     for (int i = 0; i < n;) {
         int j = i;
         while (j < n && rows[j].seq == rows[i].seq)
             j++;
-        if (run_seq(impl, rows + i, j - i, out, i))
-            return dsk_err_ctx("sequence %d", rows[i].seq);
+        if (run_seq(impl, rows + i, j - i, out, i)) {
+            dsk_err_ctx("sequence %d", rows[i].seq);
+            if (b->filling) { /* the fill's own error, if any, is not the first one */
+                char keep[512];
+                snprintf(keep, sizeof keep, "%s", dsk_err_msg());
+                fill_wait(b);
+                dsk_err("%s", keep);
+            }
+            return -1;
+        }
         i = j;
     }
-    return 0;
+    return fill_wait(b); /* a step without draws still runs its fill to the end */
 }
 
 static int cpu_commit(void *impl, int seq, int64_t old_len, int64_t len)

@@ -13,8 +13,9 @@ typedef struct {
     int (*seq_open)(void *impl, int seq, int64_t reserve, unsigned flags);
     void (*seq_close)(void *impl, int seq);
     /* rows as engine_step describes them, each sequence's rows from its committed length; valid is the
-     * tokenizer's id mask the draws must stay within (with each row's allow) */
-    int (*step)(void *impl, const engine_row *rows, int n, engine_out *out);
+     * tokenizer's id mask the draws must stay within (with each row's allow); fill (may be NULL) writes the
+     * allow masks' words, called as engine_step_fill says (engine_fill_run) */
+    int (*step)(void *impl, const engine_row *rows, int n, engine_out *out, const engine_fill *fill);
     /* committed length from old_len to len (either way; engine.c checked the rollback window) */
     int (*commit)(void *impl, int seq, int64_t old_len, int64_t len);
     int (*draft)(void *impl, const engine_draft_req *req, int n, int32_t *drafts, float *conf);
@@ -22,6 +23,12 @@ typedef struct {
      * drops it (the commit op is told old_len and len) */
     int (*image)(void *impl, int seq, int64_t pos, const engine_image *img);
 } engine_backend_ops;
+
+/* Call a step's fill (none: nothing to do). */
+static inline int engine_fill_run(const engine_fill *fill)
+{
+    return fill && fill->fn ? fill->fn(fill->ctx) : 0;
+}
 
 /* What a backend's open gets: the options, the id mask of the tokenizer ((vocab + 31) / 32 words, owned
  * by the engine), the info to fill (cfg, device, limits), and this rank's exchanges (tp = 1: none). */

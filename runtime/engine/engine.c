@@ -257,6 +257,11 @@ static int check_row(const engine *e, const engine_row *r, int i)
 
 int engine_step(engine *e, const engine_row *rows, int n, engine_out *out)
 {
+    return engine_step_fill(e, rows, n, out, NULL);
+}
+
+int engine_step_fill(engine *e, const engine_row *rows, int n, engine_out *out, const engine_fill *fill)
+{
     if (n <= 0 || n > e->info.max_rows)
         return dsk_err("a step carries 1..%d rows, %d given", e->info.max_rows, n);
     /* every sequence's rows: consecutive, from its committed length, once per step, within its limits */
@@ -289,7 +294,7 @@ int engine_step(engine *e, const engine_row *rows, int n, engine_out *out)
                            rows[i].seq, (long long)s->len, j - i, (long long)s->reserve);
         i = j;
     }
-    int rc = e->ops->step(e->impl, rows, n, out);
+    int rc = e->ops->step(e->impl, rows, n, out, fill);
     /* what ran (or may have run, on a failure) counts for the rollback window */
     for (int i = 0; i < n;) {
         seq_slot *s = &e->seqs[rows[i].seq];

@@ -121,6 +121,19 @@ typedef struct {
  * closed (further steps and commits on it are refused, naming it); the other sequences go on. */
 int engine_step(engine *e, const engine_row *rows, int n, engine_out *out);
 
+/* A step whose allow masks are written while it runs (structured output: the host works out the masks
+ * while the device runs the forward). The rows' allow pointers are fixed when the step is called; their
+ * words are read only after fill->fn returns. fn is called once, after the rows are checked and the
+ * forward has started (gpu: the forward is queued on the device; cpu: on a thread beside the forward;
+ * tp: before the plan goes to the other ranks, which need the masks too), and before any draw. fn returns
+ * 0, or -1 to fail the step (its rows then stay uncommitted, as for any failed step). fill NULL: as
+ * engine_step. */
+typedef struct {
+    int (*fn)(void *ctx);
+    void *ctx;
+} engine_fill;
+int engine_step_fill(engine *e, const engine_row *rows, int n, engine_out *out, const engine_fill *fill);
+
 /* Set a sequence's committed length to len: up to its committed length plus the rows of the last step
  * that carried it (accepting them), or lower (rolling back). A roll back of more than max_rollback rows
  * past the highest position the sequence ever ran is refused (the window rings would have lost what the

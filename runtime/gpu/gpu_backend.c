@@ -225,8 +225,11 @@ static size_t ws_need(const gpu_backend *b)
 
 static void gpu_free_all(gpu_backend *b)
 {
-    for (int i = 0; i < b->ngraphs; i++)
-        cu.cuGraphExecDestroy(b->graphs[i].exec);
+    for (int i = 0; i < b->ngraphs; i++) {
+        cu.cuGraphExecDestroy(b->graphs[i].forward);
+        if (b->graphs[i].draw)
+            cu.cuGraphExecDestroy(b->graphs[i].draw);
+    }
     if (b->io_host)
         cu.cuMemFreeHost(b->io_host);
     if (b->ws.ptr)
@@ -367,9 +370,9 @@ static int gpu_commit(void *impl, int seq, int64_t old_len, int64_t len)
     return b->seqs[seq].flags & ENGINE_SEQ_DRAFT ? gpu_draft_feed(b, seq, len) : 0;
 }
 
-static int gpu_step(void *impl, const engine_row *rows, int n, engine_out *out)
+static int gpu_step(void *impl, const engine_row *rows, int n, engine_out *out, const engine_fill *fill)
 {
-    return gpu_round(impl, rows, n, out);
+    return gpu_round(impl, rows, n, out, fill);
 }
 
 static int gpu_draft(void *impl, const engine_draft_req *req, int n, int32_t *drafts, float *conf)

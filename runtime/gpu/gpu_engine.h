@@ -108,7 +108,8 @@ struct gpu_backend {
     int use_graphs;
     struct gpu_graph {
         int R, S, N1, N2, masks, trunc;
-        CUgraphExec exec;
+        CUgraphExec forward, draw;  /* the round up to the head's logits; the masks' upload and the draw (NULL:
+                                       no sampling row) */
     } graphs[GPU_MAX_GRAPHS];
     int ngraphs;
     long long graph_replays, graph_captures;
@@ -139,8 +140,9 @@ enum { GPU_HOOK_BLOCK_IN, GPU_HOOK_ATTN_OUT, GPU_HOOK_BLOCK_OUT };
     } while (0)
 
 /* Run one round on the device: the plan is in plan_host; returns after the drawn tokens (and logprobs)
- * are back on the host. */
-int gpu_round(gpu_backend *b, const engine_row *rows, int n, engine_out *out);
+ * are back on the host. fill (may be NULL) writes the rows' allow masks while the forward runs: it is
+ * called once the forward is queued, and the masks go up with the draw, queued after it returns. */
+int gpu_round(gpu_backend *b, const engine_row *rows, int n, engine_out *out, const engine_fill *fill);
 /* DSpark on the device (gpu_draft.c): feed the committed positions [draft_len, len) of a sequence from the
  * last round's taps; propose draft_block tokens for each request. */
 int gpu_draft_feed(gpu_backend *b, int seq, int64_t len);

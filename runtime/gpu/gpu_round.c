@@ -378,13 +378,13 @@ int gpu_layer(layer_ctx *L, int l)
     return 0;
 }
 
-/* The draw's parameters and allow masks into pinned memory (the round's copies read them from there). */
+/* The draw's parameters into pinned memory (the round's copies read them from there); which rows have
+ * allow masks (their words are copied by copy_masks, once the step's fill has written them). */
 static int sample_prep(gpu_backend *b, round_shape *sh, const engine_row *rows)
 {
     const model_config *c = b->cfg;
     int S = sh->S, V = c->vocab_size, words = (V + 31) / 32;
     sample_row_params *sp = IO(b, io_sp);
-    uint32_t *allow = IO(b, io_allow);
     const int32_t *src = P32(b, sample_src);
     sh->masks = sh->trunc = 0;
     for (int i = 0; i < S; i++) {
@@ -392,10 +392,8 @@ static int sample_prep(gpu_backend *b, round_shape *sh, const engine_row *rows)
         sp[i] = (sample_row_params){r->sp.temperature, r->sp.top_p, r->sp.top_k, r->top_logprobs,
                                     r->sp.seed, r->pos + 1, -1, {0, 0, 0}};
         sh->trunc |= r->sp.temperature > 0 && (r->sp.top_k > 0 || r->sp.top_p < 1.0f);
-        if (r->allow) {
-            memcpy(allow + (size_t)sh->masks * words, r->allow, sizeof(uint32_t) * (size_t)words);
+        if (r->allow)
             sp[i].allow_row = sh->masks++;
-        }
     }
     sh->allow_bytes = sizeof(uint32_t) * (size_t)words * (size_t)sh->masks;
     sh->sample_ws = op_sample_ws_bytes(S > 0 ? S : 1, V, sh->trunc);
@@ -405,8 +403,19 @@ static int sample_prep(gpu_backend *b, round_shape *sh, const engine_row *rows)
     return 0;
 }
 
-/* The head over the sampling rows and the draw, on the device; the results into pinned memory. */
-static int head_and_sample(gpu_backend *b, const round_shape *sh)
+/* The allow masks' words into pinned memory, in the order sample_prep numbered them. */
+static void copy_masks(gpu_backend *b, const round_shape *sh, const engine_row *rows)
+{
+    int words = (b->cfg->vocab_size + 31) / 32;
+    uint32_t *allow = IO(b, io_allow);
+    const int32_t *src = P32(b, sample_src);
+    for (int i = 0, m = 0; i < sh->S; i++)
+        if (rows[src[i]].allow)
+            memcpy(allow + (size_t)m++ * words, rows[src[i]].allow, sizeof(uint32_t) * (size_t)words);
+}
+
+/* The head over the sampling rows, on the device: their logits. */
+static int head(gpu_backend *b, const round_shape *sh)
 {
     const model_config *c = b->cfg;
     int S = sh->S, hc = c->hc_mult, d = c->dim, ncoef = 2 * hc + hc * hc, V = c->vocab_size;
@@ -419,6 +428,17 @@ static int head_and_sample(gpu_backend *b, const round_shape *sh)
                      ncoef * 4));
     TRY(op_mhc_pre(b->k, b->s, b->head_in, b->coef, ncoef, b->w.norm, c->norm_eps, b->xn, 0, S, hc, d));
     TRY(op_exl3_matmul(b->k, b->s, &b->w.head, b->xn, d, S, b->logits, V, EXL3_OUT_F32, &b->ws));
+    return 0;
+}
+
+/* The draw over the head's logits, on the device (the masks and parameters go up first); the results into
+ * pinned memory. */
+static int draw(gpu_backend *b, const round_shape *sh)
+{
+    int S = sh->S, V = b->cfg->vocab_size;
+    if (S == 0)
+        return 0;
+    unsigned long long l0 = kit_launches();
     CUdeviceptr dallow = b->ws_misc;
     if ((sh->masks && cu.cuMemcpyHtoDAsync(dallow, IO(b, io_allow), sh->allow_bytes, b->s) != CUDA_SUCCESS) ||
         cu.cuMemcpyHtoDAsync(b->sample_params, IO(b, io_sp), sizeof(sample_row_params) * (size_t)S, b->s) !=
@@ -437,11 +457,12 @@ static int head_and_sample(gpu_backend *b, const round_shape *sh)
             CUDA_SUCCESS ||
         cu.cuMemcpyDtoHAsync(IO(b, io_tlp), b->top_lp_out, 4 * (size_t)S * SAMPLE_TOP_LOGPROBS, b->s) != CUDA_SUCCESS)
         return dsk_err("copying the drawn tokens back failed");
+    b->outside_launches += (int)(kit_launches() - l0);
     return 0;
 }
 
-/* Every launch of a round, on the stream: what a graph captures. */
-static int device_round(gpu_backend *b, const round_shape *sh)
+/* A round's launches up to the head's logits, on the stream: what the forward graph captures. */
+static int device_forward(gpu_backend *b, const round_shape *sh)
 {
     const model_config *c = b->cfg;
     int n = sh->R;
@@ -452,54 +473,61 @@ static int device_round(gpu_backend *b, const round_shape *sh)
         if (gpu_layer(&L, l))
             return dsk_err_ctx("layer %d", l);
     unsigned long long l1 = kit_launches();
-    int rc = head_and_sample(b, sh);
-    b->outside_launches = (int)(kit_launches() - l1) + 1; /* the head, the draw and the embedding */
+    int rc = head(b, sh);
+    b->outside_launches = (int)(kit_launches() - l1 + 1); /* the embedding and the head (draw adds its own) */
     return rc;
 }
 
-/* The graph of this round's shape: found, or captured now (once per shape). NULL when every slot is taken
- * (*failed 0: this round runs eagerly) or when the capture fails (*failed 1, with a message). */
-static CUgraphExec round_graph(gpu_backend *b, const round_shape *sh, int *failed)
+/* Capture what fn queues on the stream as a graph. */
+static int capture(gpu_backend *b, const round_shape *sh, int (*fn)(gpu_backend *, const round_shape *),
+                   CUgraphExec *out)
 {
-    *failed = 0;
-    for (int i = 0; i < b->ngraphs; i++) {
-        const struct gpu_graph *g = &b->graphs[i];
-        if (g->R == sh->R && g->S == sh->S && g->N1 == sh->N[1] && g->N2 == sh->N[2] && g->masks == sh->masks &&
-            g->trunc == sh->trunc)
-            return g->exec;
-    }
-    if (b->ngraphs == GPU_MAX_GRAPHS)
-        return NULL; /* every slot taken: this shape runs eagerly */
-    *failed = 1;
     CUgraph graph;
-    CUgraphExec exec = NULL;
     CUresult r = cu.cuStreamBeginCapture(b->s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
-    if (r != CUDA_SUCCESS) {
-        dsk_cu_fail(r, "cuStreamBeginCapture");
-        return NULL;
-    }
-    int rc = device_round(b, sh);
+    if (r != CUDA_SUCCESS)
+        return dsk_cu_fail(r, "cuStreamBeginCapture");
+    int rc = fn(b, sh);
     r = cu.cuStreamEndCapture(b->s, &graph);
     if (rc || r != CUDA_SUCCESS) {
         if (!rc)
             dsk_cu_fail(r, "cuStreamEndCapture");
         if (r == CUDA_SUCCESS)
             cu.cuGraphDestroy(graph);
-        return NULL;
+        return -1;
     }
-    r = cu.cuGraphInstantiateWithFlags(&exec, graph, 0);
+    r = cu.cuGraphInstantiateWithFlags(out, graph, 0);
     cu.cuGraphDestroy(graph);
-    if (r != CUDA_SUCCESS) {
-        dsk_cu_fail(r, "cuGraphInstantiateWithFlags");
-        return NULL;
-    }
-    b->graphs[b->ngraphs++] = (struct gpu_graph){sh->R, sh->S, sh->N[1], sh->N[2], sh->masks, sh->trunc, exec};
-    b->graph_captures++;
-    *failed = 0;
-    return exec;
+    return r == CUDA_SUCCESS ? 0 : dsk_cu_fail(r, "cuGraphInstantiateWithFlags");
 }
 
-int gpu_round(gpu_backend *b, const engine_row *rows, int n, engine_out *out)
+/* The graphs of this round's shape: found, or captured now (once per shape). NULL when every slot is taken
+ * (*failed 0: this round runs eagerly) or when a capture fails (*failed 1, with a message). */
+static const struct gpu_graph *round_graph(gpu_backend *b, const round_shape *sh, int *failed)
+{
+    *failed = 0;
+    for (int i = 0; i < b->ngraphs; i++) {
+        const struct gpu_graph *g = &b->graphs[i];
+        if (g->R == sh->R && g->S == sh->S && g->N1 == sh->N[1] && g->N2 == sh->N[2] && g->masks == sh->masks &&
+            g->trunc == sh->trunc)
+            return g;
+    }
+    if (b->ngraphs == GPU_MAX_GRAPHS)
+        return NULL; /* every slot taken: this shape runs eagerly */
+    *failed = 1;
+    struct gpu_graph g = {sh->R, sh->S, sh->N[1], sh->N[2], sh->masks, sh->trunc, NULL, NULL};
+    if (capture(b, sh, device_forward, &g.forward))
+        return NULL;
+    if (sh->S > 0 && capture(b, sh, draw, &g.draw)) {
+        cu.cuGraphExecDestroy(g.forward);
+        return NULL;
+    }
+    b->graphs[b->ngraphs] = g;
+    b->graph_captures++;
+    *failed = 0;
+    return &b->graphs[b->ngraphs++];
+}
+
+int gpu_round(gpu_backend *b, const engine_row *rows, int n, engine_out *out, const engine_fill *fill)
 {
     const model_config *c = b->cfg;
     if (n > b->max_rows)
@@ -511,8 +539,8 @@ int gpu_round(gpu_backend *b, const engine_row *rows, int n, engine_out *out)
     if (out->tokens)
         for (int i = 0; i < n; i++)
             out->tokens[i] = -1;
-    CUgraphExec exec = graph ? round_graph(b, &sh, &failed) : NULL;
-    if (graph && !exec) {
+    const struct gpu_graph *gg = graph ? round_graph(b, &sh, &failed) : NULL;
+    if (graph && !gg) {
         /* eagerly, with the eager plan: every graph slot is taken, or the capture failed (said once, and
          * then no round captures again) */
         if (failed) {
@@ -523,10 +551,20 @@ int gpu_round(gpu_backend *b, const engine_row *rows, int n, engine_out *out)
         if (build_plan(b, rows, n, 0, &sh) || sample_prep(b, &sh, rows))
             return -1;
     }
-    if (exec) {
-        CU_TRY(cu.cuGraphLaunch(exec, b->s));
+    /* the forward is queued; the masks are written while it runs, then go up with the draw */
+    if (gg) {
+        CU_TRY(cu.cuGraphLaunch(gg->forward, b->s));
         b->graph_replays++;
-    } else if (device_round(b, &sh))
+    } else if (device_forward(b, &sh))
+        return -1;
+    if (engine_fill_run(fill)) {
+        cu.cuStreamSynchronize(b->s); /* nothing of this round may still run when the step returns */
+        return -1;
+    }
+    copy_masks(b, &sh, rows);
+    if (gg && gg->draw)
+        CU_TRY(cu.cuGraphLaunch(gg->draw, b->s));
+    else if (!gg && draw(b, &sh))
         return -1;
     CUresult cr = cu.cuStreamSynchronize(b->s);
     if (cr != CUDA_SUCCESS)

@@ -69,7 +69,7 @@ static int local_step(tp_backend *t, const engine_row *rows, int n, engine_out *
     double t0 = dsk_now();
     /* a rank-local failure runs the whole step (its exchanges stay in step with the other ranks'), then
      * fails it: what a failed Engram read does */
-    int rc = t->ops->step(t->impl, rows, n, out);
+    int rc = t->ops->step(t->impl, rows, n, out, NULL);
     rank_group_round_time(t->g, dsk_now() - t0);
     if (faulty && !strcmp(t->fault.what, "step"))
         return dsk_err("injected fault (DSKIT_RANK_FAULT) at step %ld", t->steps);
@@ -142,9 +142,13 @@ static void tp_seq_close(void *impl, int seq)
     t->ops->seq_close(t->impl, seq);
 }
 
-static int tp_step(void *impl, const engine_row *rows, int n, engine_out *out)
+static int tp_step(void *impl, const engine_row *rows, int n, engine_out *out, const engine_fill *fill)
 {
     tp_backend *t = impl;
+    /* every rank draws under the masks, so they go out with the plan: written before it, not beside the
+     * forward (nothing has been sent yet when the fill fails: the other ranks never see this step) */
+    if (engine_fill_run(fill))
+        return -1;
     size_t words = (size_t)(t->vocab + 31) / 32;
     int masks = 0;
     for (int i = 0; i < n; i++)

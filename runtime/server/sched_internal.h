@@ -17,6 +17,8 @@ typedef struct task {
     struct task *next;
 } task;
 
+enum { FILL_NONE, FILL_WINDOW, FILL_FIRST }; /* a verify window's (or decode row's) masks; a prompt's first */
+
 typedef struct {
     srv_req *r;        /* NULL: free */
     int seq;
@@ -29,6 +31,8 @@ typedef struct {
     int fin;           /* FIN_* once it ended */
     srv_detok dt;
     srv_cseq cs;       /* structured output (r->gen.grammar set): the matcher and this round's masks */
+    int fill;          /* this round's masks, written while the step runs: FILL_* */
+    int fill_failed;   /* they could not be made: the slot fails after the step */
     /* this round's output, published at the end of the round */
     dsk_buf text;
     int32_t *toks;
@@ -66,7 +70,8 @@ struct sched {
     engine_draft_req *dreq;
     int *dslot, *order;
     double engine_s, engine_cpu; /* this round's wall and thread-CPU time inside engine calls */
-    double grammar_s;            /* this round's time computing masks */
+    double grammar_s;            /* this round's time computing masks (beside the forward: fill_masks) */
+    char fill_err[512];          /* why a slot's masks could not be made */
     uint64_t grammar_masks, grammar_cut; /* masks made; drafts cut because the grammar refused them */
 };
 

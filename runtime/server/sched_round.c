@@ -161,34 +161,59 @@ static engine_row row_of(const slot *sl, int32_t token, int64_t pos, int sample)
                         .top_logprobs = sample ? g->top_logprobs : -1};
 }
 
-/* Structured output: the masks of a sequence's k rows at rows[n..], row j's from the matcher advanced
+/* Structured output: the masks of a sequence's rows in this round, row j's from the matcher advanced
  * through the window's drafts before it and for the budget left after them (so exactly the mask the same
- * draw gets without drafting). A draft outside row j's mask can never equal row j's draw: the window is
- * cut after row j, as a mismatch would cut it. */
-static int constrain_rows(sched *s, slot *sl, int n, int *k)
+ * draw gets without drafting). A draft outside row j's mask can never equal row j's draw, so the rows
+ * after it cannot be accepted: they get row j's mask (their draws are never read), as a mismatch would
+ * end the window there. */
+static int constrain_window(sched *s, slot *sl)
 {
     const srv_genv *env = s->o.genv;
     srv_cseq *c = &sl->cs;
-    double t0 = dsk_now();
-    int active = c->active;
+    int active = c->active, k = sl->n_rows;
     if (grammar_matcher_copy(c->walk, c->m))
         return -1;
-    for (int j = 0; j < *k; j++) {
+    for (int j = 0; j < k; j++) {
         uint32_t *mask = c->masks + env->words * (size_t)j;
         if (srv_cseq_mask(env, c, c->walk, active, (int64_t)sl->r->gen.max_tokens - sl->n_out - j, mask))
             return -1;
         s->grammar_masks++;
-        s->rows[n + j].allow = mask;
-        if (j + 1 == *k)
+        if (j + 1 == k)
             break;
-        int32_t d = s->rows[n + j + 1].token;
+        int32_t d = s->rows[sl->row0 + j + 1].token;
         if (!srv_mask_has(mask, d) || d == env->eos) {
-            s->grammar_cut += (uint64_t)(*k - j - 1);
-            *k = j + 1;
+            s->grammar_cut += (uint64_t)(k - j - 1);
+            for (int t = j + 1; t < k; t++)
+                memcpy(c->masks + env->words * (size_t)t, mask, sizeof(uint32_t) * env->words);
             break;
         }
         if (srv_cseq_advance(env, c->walk, &active, d))
             return -1;
+    }
+    return 0;
+}
+
+/* The step's fill (engine_step_fill): every constrained slot's masks, written while the forward runs. A
+ * slot whose masks cannot be made draws under all-ones masks and fails after the step; the others go on. */
+static int fill_masks(void *ctx)
+{
+    sched *s = ctx;
+    const srv_genv *env = s->o.genv;
+    double t0 = dsk_now();
+    for (int i = 0; i < s->n_slots; i++) {
+        slot *sl = &s->slots[i];
+        if (!sl->r || !sl->n_rows || sl->fill == FILL_NONE)
+            continue;
+        int rc = sl->fill == FILL_WINDOW
+                     ? constrain_window(s, sl)
+                     : srv_cseq_mask(env, &sl->cs, sl->cs.m, sl->cs.active, sl->r->gen.max_tokens, sl->cs.masks);
+        if (sl->fill == FILL_FIRST && !rc)
+            s->grammar_masks++;
+        if (rc) {
+            snprintf(s->fill_err, sizeof s->fill_err, "%s", dsk_err_msg());
+            sl->fill_failed = 1;
+            memset(sl->cs.masks, 0xff, sizeof(uint32_t) * env->words * (size_t)(sl->fill == FILL_WINDOW ? sl->n_rows : 1));
+        }
     }
     s->grammar_s += dsk_now() - t0;
     return 0;
@@ -202,6 +227,8 @@ static int decode_rows(sched *s, int n)
         slot *sl = &s->slots[i];
         sl->n_rows = 0;
         sl->drafted = 0;
+        sl->fill = FILL_NONE;
+        sl->fill_failed = 0;
         if (sl->r && sl->decoding && sl->draft && sl->r->gen.max_tokens - sl->n_out > 1) {
             s->dreq[nd] = (engine_draft_req){sl->seq, sl->tok, sl->r->gen.sp};
             s->dslot[nd++] = i;
@@ -238,9 +265,10 @@ static int decode_rows(sched *s, int n)
             sched_end_slot(s, sl, FIN_LENGTH);
             continue;
         }
-        if (sl->r->gen.grammar && constrain_rows(s, sl, n, &k)) {
-            fail_slot(s, sl, "structured output");
-            continue;
+        if (sl->r->gen.grammar) { /* the masks are made while the step runs (fill_masks) */
+            for (int j = 0; j < k; j++)
+                s->rows[n + j].allow = sl->cs.masks + s->o.genv->words * (size_t)j;
+            sl->fill = FILL_WINDOW;
         }
         sl->row0 = n;
         sl->n_rows = k;
@@ -272,16 +300,11 @@ static int prompt_rows(sched *s, int n)
             int p = sl->n_fed + j;
             s->rows[n + j] = row_of(sl, r->prompt[p], p, p == r->n_prompt - 1);
         }
-        /* the first token's draw: the grammar's first mask (thinking's, when the reply reasons first) */
+        /* the first token's draw: the grammar's first mask (thinking's, when the reply reasons first), made
+         * while the step runs */
         if (r->gen.grammar && sl->n_fed + k == r->n_prompt) {
-            double t0 = dsk_now();
-            if (srv_cseq_mask(s->o.genv, &sl->cs, sl->cs.m, sl->cs.active, r->gen.max_tokens, sl->cs.masks)) {
-                fail_slot(s, sl, "structured output");
-                continue;
-            }
             s->rows[n + k - 1].allow = sl->cs.masks;
-            s->grammar_masks++;
-            s->grammar_s += dsk_now() - t0;
+            sl->fill = FILL_FIRST;
         }
         sl->row0 = n;
         sl->n_rows = k;
@@ -335,15 +358,21 @@ void sched_round(sched *s)
     int n = prompt_rows(s, decode_rows(s, 0));
     if (n == 0)
         return;
-    int rc;
-    ENGINE_CALL(s, rc, engine_step(s->e, s->rows, n, &s->eo));
+    int rc, fills = 0;
+    for (int i = 0; i < s->n_slots; i++)
+        fills += s->slots[i].r && s->slots[i].n_rows && s->slots[i].fill != FILL_NONE;
+    engine_fill fill = {fill_masks, s};
+    ENGINE_CALL(s, rc, engine_step_fill(s->e, s->rows, n, &s->eo, fills ? &fill : NULL));
     for (int i = 0; i < s->n_slots; i++) {
         slot *sl = &s->slots[i];
         if (!sl->r || !sl->n_rows)
             continue;
         if (rc)
             fail_slot(s, sl, "the engine step failed");
-        else
+        else if (sl->fill_failed) {
+            dsk_err("%s", s->fill_err);
+            fail_slot(s, sl, "structured output");
+        } else
             accept(s, sl);
     }
     for (int i = 0; i < s->n_slots; i++) {

@@ -271,6 +271,67 @@ static void test_draws(void **state)
     free(lg);
 }
 
+/* Masks written by the step's fill, beside the forward, give the draws the same masks given before the
+ * step give; a fill that fails fails the step with its message, and the next step runs. */
+typedef struct {
+    uint32_t *dst;
+    const uint32_t *src;
+    size_t words;
+    int calls, fail;
+} fill_ctx;
+
+static int fill_copy(void *ctx)
+{
+    fill_ctx *f = ctx;
+    f->calls++;
+    if (f->fail)
+        return dsk_err("the test's fill failed");
+    memcpy(f->dst, f->src, sizeof(uint32_t) * f->words);
+    return 0;
+}
+
+static void test_fill_beside_forward(void **state)
+{
+    (void)state;
+    enum { N = 12 };
+    size_t words = (size_t)(V + 31) / 32;
+    uint32_t *given = malloc(sizeof(uint32_t) * words * N), *filled = calloc(words * N, sizeof(uint32_t));
+    for (size_t w = 0; w < words * N; w++)
+        given[w] = (uint32_t)dsk_rng_u64(&R) & (uint32_t)dsk_rng_u64(&R); /* about a quarter of the ids */
+    int32_t t[N], out_a[N], out_b[N];
+    random_tokens(t, N);
+    int a, b;
+    assert_ok(engine_seq_open(E, 0, 0, &a));
+    assert_ok(engine_seq_open(E, 0, 0, &b));
+    engine_row ra[N], rb[N];
+    for (int i = 0; i < N; i++) {
+        ra[i] = (engine_row){.seq = a, .token = t[i], .pos = i, .sample = 1, .sp = {1.0f, 1.0f, 0, 99},
+                             .allow = given + words * i, .top_logprobs = -1};
+        rb[i] = ra[i];
+        rb[i].seq = b;
+        rb[i].allow = filled + words * i;
+    }
+    assert_ok(engine_step(E, ra, N, &(engine_out){.tokens = out_a}));
+    /* a failing fill: one row of b, left uncommitted (within the rollback window) */
+    fill_ctx f = {filled, given, words, 0, 1};
+    engine_fill fill = {fill_copy, &f};
+    assert_int_equal(engine_step_fill(E, rb, 1, &(engine_out){.tokens = out_b}, &fill), -1);
+    assert_non_null(strstr(dsk_err_msg(), "the test's fill failed"));
+    assert_int_equal(f.calls, 1);
+    /* the rows again, the fill now writing every mask */
+    f = (fill_ctx){filled, given, words * N, 0, 0};
+    assert_ok(engine_step_fill(E, rb, N, &(engine_out){.tokens = out_b}, &fill));
+    assert_int_equal(f.calls, 1);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(out_a[i], out_b[i]);
+        assert_true(given[words * i + (size_t)(out_a[i] >> 5)] >> (out_a[i] & 31) & 1u);
+    }
+    engine_seq_close(E, a);
+    engine_seq_close(E, b);
+    free(given);
+    free(filled);
+}
+
 /* The tiny preset's vocabulary has rows the tokenizer lacks (as the release does): a long greedy run
  * never draws one (an id with no bytes would stop `dskit run` mid-output). */
 static void test_padded_vocab_never_drawn(void **state)
@@ -300,6 +361,7 @@ int main(void)
         cmocka_unit_test(test_rollback_window),   cmocka_unit_test(test_batched_equals_alone),
         cmocka_unit_test(test_refusals),          cmocka_unit_test(test_draws),
         cmocka_unit_test(test_padded_vocab_never_drawn), cmocka_unit_test(test_open_refusals),
+        cmocka_unit_test(test_fill_beside_forward),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -83,6 +83,7 @@ void test_engram_gate(gpu_ctx *c);
 void test_sparse_attn(gpu_ctx *c);
 void test_engine(gpu_ctx *c);
 void test_engine_exact(gpu_ctx *c);
+void test_engine_fill(gpu_ctx *c);
 void test_engine_draft(gpu_ctx *c);
 
 #endif

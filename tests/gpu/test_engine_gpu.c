@@ -186,7 +186,7 @@ void test_engine(gpu_ctx *c)
                                    .sp = SAMPLE_GREEDY, .top_logprobs = -1};
         int32_t drawn[N0];
         engine_out out = {.tokens = drawn, .logits = gpu_logits};
-        must(ops->step(impl, rows, n, &out), "a GPU round");
+        must(ops->step(impl, rows, n, &out, NULL), "a GPU round");
         must(ops->commit(impl, 0, p0, p0 + n), "a GPU commit");
         /* given the CPU's last hidden state (teacher-forced), the logits */
         double e = rel_l2(gpu_logits + (size_t)(n - 1) * V, cpu_logits + (size_t)call * V, (size_t)V);
@@ -251,7 +251,7 @@ static int run_rows(gpu_ctx *c, void *impl, const engine_backend_ops *ops, const
 {
     int32_t drawn[64];
     engine_out out = {.tokens = drawn, .logits = logits};
-    if (ops->step(impl, rows, n, &out)) {
+    if (ops->step(impl, rows, n, &out, NULL)) {
         check(c, 0, "engine_exact", "a round", "%s", dsk_err_msg());
         return -1;
     }
@@ -382,6 +382,95 @@ out:
     free(graphed);
     free(alone);
     free(other);
+    free(valid);
+}
+
+/* Masks written by a round's fill while its forward runs on the device (structured output) give the
+ * draws given masks give, eagerly and from graphs; a failing fill fails the round, and the next runs. */
+typedef struct {
+    uint32_t *dst;
+    const uint32_t *src;
+    size_t words;
+    int calls, fail;
+} fill_ctx;
+
+static int fill_copy(void *ctx)
+{
+    fill_ctx *f = ctx;
+    f->calls++;
+    if (f->fail)
+        return dsk_err("the test's fill failed");
+    memcpy(f->dst, f->src, sizeof(uint32_t) * f->words);
+    return 0;
+}
+
+void test_engine_fill(gpu_ctx *c)
+{
+    const char *dir = getenv("DSKIT_TEST_MODEL");
+    const char *kit_path = getenv("DSKIT_TEST_KIT");
+    if (!dir || !kit_path) {
+        printf("engine_fill: skipped (DSKIT_TEST_MODEL names no model folder)\n");
+        return;
+    }
+    model_config cfg;
+    must(model_config_load(dir, &cfg), "the model's config");
+    int V = cfg.vocab_size;
+    enum { N = 12, SEQS = 4 };
+    size_t words = (size_t)(V + 31) / 32;
+    uint32_t *valid;
+    const engine_backend_ops *ops;
+    gpu_backend *gb = open_gpu(dir, kit_path, SEQS, V, &valid, &ops);
+    void *impl = gb;
+    for (int s = 0; s < SEQS; s++)
+        must(ops->seq_open(impl, s, 256, 0), "a GPU sequence");
+    uint32_t *given = xmalloc(sizeof(uint32_t) * words * N), *filled = xmalloc(sizeof(uint32_t) * words * N);
+    dsk_rng r = fresh_rng(0xf111);
+    for (size_t w = 0; w < words * N; w++)
+        given[w] = (uint32_t)dsk_rng_u64(&r) & (uint32_t)dsk_rng_u64(&r);
+    int32_t t[N], ref[N], got[N];
+    for (int i = 0; i < N; i++)
+        t[i] = (int32_t)dsk_rng_below(&r, (uint64_t)V / 2);
+    engine_row rows[N];
+    int bad = 0, outside = 0, failed_ok = 0, calls = 0;
+    for (int run = 0; run < 3; run++) { /* 0: masks given (eager); 1: filled, eager; 2: filled, from graphs */
+        memset(filled, 0, sizeof(uint32_t) * words * N);
+        for (int i = 0; i < N; i++)
+            rows[i] = (engine_row){.seq = run, .token = t[i], .pos = i, .sample = 1, .sp = {1.0f, 1.0f, 0, 99},
+                                   .allow = (run ? filled : given) + words * i, .top_logprobs = -1};
+        gb->use_graphs = run == 2;
+        fill_ctx f = {filled, given, words * N, 0, 0};
+        engine_fill fill = {fill_copy, &f};
+        engine_out out = {.tokens = run ? got : ref};
+        if (ops->step(impl, rows, N, &out, run ? &fill : NULL)) {
+            check(c, 0, "engine_fill", "a round", "%s", dsk_err_msg());
+            goto out;
+        }
+        calls += f.calls;
+        for (int i = 0; i < N; i++) {
+            bad += run && got[i] != ref[i];
+            int32_t d = run ? got[i] : ref[i];
+            outside += !(given[words * i + (size_t)(d >> 5)] >> (d & 31) & 1u);
+        }
+    }
+    /* a failing fill, on sequence 3's first row (left uncommitted), then the round again */
+    gb->use_graphs = 1;
+    rows[0] = (engine_row){.seq = 3, .token = t[0], .pos = 0, .sample = 1, .sp = {1.0f, 1.0f, 0, 99},
+                           .allow = filled, .top_logprobs = -1};
+    fill_ctx f = {filled, given, words, 0, 1};
+    engine_fill fill = {fill_copy, &f};
+    int rc = ops->step(impl, rows, 1, &(engine_out){.tokens = got}, &fill);
+    failed_ok = rc == -1 && strstr(dsk_err_msg(), "the test's fill failed") != NULL;
+    f.fail = 0;
+    failed_ok = failed_ok && ops->step(impl, rows, 1, &(engine_out){.tokens = got}, &fill) == 0 && got[0] == ref[0];
+    check(c, bad == 0 && outside == 0 && calls == 2, "engine_fill", "filled while the forward runs == given",
+          "%d of %d draws differ, %d outside their masks, %d fills called (2 expected)", bad, 2 * N, outside, calls);
+    check(c, failed_ok, "engine_fill", "a failing fill fails its round only", "%s", dsk_err_msg());
+out:
+    for (int s = 0; s < SEQS; s++)
+        ops->seq_close(impl, s);
+    ops->close(impl);
+    free(given);
+    free(filled);
     free(valid);
 }
 
