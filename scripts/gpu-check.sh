@@ -36,6 +36,15 @@ for t in 0 0.8; do
   if cmp -s "$out/serial-$t.txt" "$out/draft-$t.txt"; then echo "T $t: drafted == serial; $(tail -1 "$out/draft-$t.err")"
   else echo "T $t: drafted != serial"; tail -3 "$out/draft-$t.err"; fail=1; fi
 done
+step "dskit run --backend gpu: every Engram placement gives the same tokens (device, host, nvme)"
+"$build/dskit" engram pack --model "$model" --out "$out/pack" --force > "$out/pack.log" 2>&1 || { tail -3 "$out/pack.log"; fail=1; }
+for pl in device host "nvme:$out/pack"; do
+  "$build/dskit" run --backend gpu --kit "$kit" --model "$model" --prompt-ids "$ids" --max-tokens 48 --print-ids \
+    --temperature 0.8 --seed 7 --engram "$pl" > "$out/engram-${pl%%:*}.txt" 2> "$out/engram-${pl%%:*}.err" || fail=1
+done
+if cmp -s "$out/engram-device.txt" "$out/engram-host.txt" && cmp -s "$out/engram-device.txt" "$out/engram-nvme.txt"; then
+  echo "device == host == nvme: $(head -c 120 "$out/engram-device.txt")"
+else echo "the placements differ"; head -c 200 "$out"/engram-*.txt; tail -3 "$out"/engram-*.err; fail=1; fi
 step "dskit bench kit"
 timeout 300 "$build/dskit" bench kit "$kit" > "$out/bench-kit.txt" 2>&1 || fail=1
 tail -60 "$out/bench-kit.txt"

@@ -252,8 +252,19 @@ static int cpu_image(void *impl, int seq, int64_t pos, const engine_image *img)
     return cpu_seq_image(b->m, b->slots[seq].s, pos, img->patches, img->n_vit_h, img->n_vit_w);
 }
 
+static void cpu_engram_counters(void *impl, engine_engram_stats *out)
+{
+    cpu_backend *b = impl;
+    if (!b->m->eg)
+        return;
+    engram_counters c;
+    engram_store_counters(b->m->eg, &c);
+    *out = (engine_engram_stats){c.rows,         c.reads,      c.read_bytes, c.cache_hits,
+                                    c.cache_misses, c.slow_reads, c.errors,     c.timeouts};
+}
+
 static const engine_backend_ops cpu_ops = {cpu_close,  cpu_seq_open_, cpu_seq_close_, cpu_step,
-                                           cpu_commit, cpu_draft_,    cpu_image};
+                                           cpu_commit, cpu_draft_,    cpu_image,      cpu_engram_counters};
 
 int cpu_backend_open(const engine_backend_args *a, void **impl, const engine_backend_ops **ops)
 {

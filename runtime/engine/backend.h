@@ -22,6 +22,8 @@ typedef struct {
     /* an image span at pos (engine.c checked the position, the reservation and overlaps); a commit below pos
      * drops it (the commit op is told old_len and len) */
     int (*image)(void *impl, int seq, int64_t pos, const engine_image *img);
+    /* optional: the Engram store's counters (NULL: none) */
+    void (*engram_counters)(void *impl, engine_engram_stats *out);
 } engine_backend_ops;
 
 /* Call a step's fill (none: nothing to do). */

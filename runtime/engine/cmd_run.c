@@ -15,7 +15,7 @@
 static const char usage_text[] =
     "usage: dskit run --backend cpu|gpu --model DIR (--prompt TEXT | --prompt-ids \"1 2 3\") [--max-tokens N]\n"
     "                 [--temperature T] [--seed S] [--draft] [--dump-logits FILE] [--threads N] [--cache-mb N]\n"
-    "                 [--print-ids] [--engram host|nvme:DIR] [--tp N [--rank R --peer HOST:PORT]]\n"
+    "                 [--print-ids] [--engram host|device|nvme:DIR] [--tp N [--rank R --peer HOST:PORT]]\n"
     "                 [--image FILE|data:URL]...\n"
     "  --backend B         cpu (the reference) or gpu (needs --kit; --device N picks the GPU, default 0)\n"
     "  --kit KIT           the kit archive for --backend gpu (dskit-build --arch sm_90 --out kits)\n"
@@ -27,7 +27,8 @@ static const char usage_text[] =
     "  --dump-logits FILE  the fp32 logits row that chose each token (little-endian, vocab_size each)\n"
     "  --threads N         worker threads for the wide matmuls (default 2; results never depend on it)\n"
     "  --cache-mb N        decoded EXL3 weights kept in memory (default 4096; the rest decode per use)\n"
-    "  --engram WHERE      Engram rows from host (the checkpoint, default) or nvme:DIR (dskit engram pack)\n"
+    "  --engram WHERE      Engram rows from host (the checkpoint, default), device (gpu: tables in GPU memory)\n"
+    "                      or nvme:DIR (dskit engram pack)\n"
     "  --tp N              tensor-parallel ranks on this host (default 1; dskit starts the others itself)\n"
     "  --rank R --peer HOST:PORT\n"
     "                      across hosts (--tp 2): rank 0 listens on HOST:PORT, rank 1 (started there with the same\n"

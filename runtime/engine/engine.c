@@ -355,3 +355,10 @@ int engine_draft(engine *e, const engine_draft_req *req, int n, int32_t *drafts,
     }
     return e->ops->draft(e->impl, req, n, drafts, conf);
 }
+
+void engine_engram_counters(engine *e, engine_engram_stats *out)
+{
+    *out = (engine_engram_stats){0};
+    if (e->ops->engram_counters)
+        e->ops->engram_counters(e->impl, out);
+}

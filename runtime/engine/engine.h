@@ -150,4 +150,12 @@ typedef struct {
 } engine_draft_req;
 int engine_draft(engine *e, const engine_draft_req *req, int n, int32_t *drafts, float *conf);
 
+/* Engram rows through a store (the host or nvme placement; all zero for the device table or a model
+ * without Engram), counted since open: for /metrics and the logs. A read slower than the store's bound
+ * (50 ms) is also said on stderr as it happens (docs/engram.md "Faults"). */
+typedef struct {
+    uint64_t rows, reads, read_bytes, cache_hits, cache_misses, slow_reads, errors, timeouts;
+} engine_engram_stats;
+void engine_engram_counters(engine *e, engine_engram_stats *out);
+
 #endif

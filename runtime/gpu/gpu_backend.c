@@ -226,7 +226,9 @@ static size_t ws_need(const gpu_backend *b)
 static void gpu_free_all(gpu_backend *b)
 {
     for (int i = 0; i < b->ngraphs; i++) {
-        cu.cuGraphExecDestroy(b->graphs[i].forward);
+        for (int k = 0; k <= ENGRAM_MAX_LAYERS; k++)
+            if (b->graphs[i].forward[k])
+                cu.cuGraphExecDestroy(b->graphs[i].forward[k]);
         if (b->graphs[i].draw)
             cu.cuGraphExecDestroy(b->graphs[i].draw);
     }
@@ -241,6 +243,8 @@ static void gpu_free_all(gpu_backend *b)
     if (b->eg_host)
         cu.cuMemFreeHost(b->eg_host);
     gpu_weights_free(&b->w);
+    engram_fetch_end(b->fetch);
+    free(b->eg_idx);
     engram_store_close(b->eg);
     st_close(b->st);
     if (b->s)
@@ -381,8 +385,19 @@ static int gpu_draft(void *impl, const engine_draft_req *req, int n, int32_t *dr
 }
 
 /* no image op: the tower's kernels are not written yet, and engine_seq_image refuses images on this backend */
+static void gpu_engram_counters(void *impl, engine_engram_stats *out)
+{
+    gpu_backend *b = impl;
+    if (!b->eg)
+        return;
+    engram_counters c;
+    engram_store_counters(b->eg, &c);
+    *out = (engine_engram_stats){c.rows,         c.reads,      c.read_bytes, c.cache_hits,
+                                    c.cache_misses, c.slow_reads, c.errors,     c.timeouts};
+}
+
 static const engine_backend_ops gpu_ops = {gpu_close,  gpu_seq_open, gpu_seq_close, gpu_step,
-                                           gpu_commit, gpu_draft,    NULL};
+                                           gpu_commit, gpu_draft,    NULL,          gpu_engram_counters};
 
 int gpu_backend_open(const engine_backend_args *a, void **impl, const engine_backend_ops **ops)
 {
@@ -478,6 +493,13 @@ int gpu_backend_open(const engine_backend_args *a, void **impl, const engine_bac
     CU_TRY(cu.cuMemcpyHtoD(b->freqs[0], f[0], sizeof(float) * (size_t)b->cfg->rope_head_dim / 2));
     CU_TRY(cu.cuMemcpyHtoD(b->freqs[1], f[1], sizeof(float) * (size_t)b->cfg->rope_head_dim / 2));
     CU_TRY(cu.cuMemcpyHtoD(b->valid_dev, b->valid, sizeof(uint32_t) * (size_t)((b->cfg->vocab_size + 31) / 32)));
+    b->eg_timeout_ms = o->engram_timeout_ms > 0 ? o->engram_timeout_ms : 10000;
+    if (b->cfg->n_engram_layers > 0 &&
+        !(b->eg_idx = dsk_malloc(sizeof(int64_t) * (size_t)b->cfg->n_engram_layers * (size_t)b->max_rows *
+                                 (size_t)model_engram_cols(b->cfg)))) {
+        gpu_free_all(b);
+        return -1;
+    }
     if (b->cfg->n_engram_layers > 0 && !wo.engram_on_device) {
         engram_store_opts so = {.cache_bytes = o->engram_cache ? o->engram_cache : (size_t)256 << 20};
         const char *placement = o->engram ? o->engram : "host";

@@ -60,6 +60,10 @@ struct gpu_backend {
     rank_xchg *xchg;
     engram_store *eg;
     engram_source eg_src;
+    int eg_timeout_ms;             /* a round waits at most this long for a layer's rows */
+    /* the round's Engram fetch, open from the plan until its last layer's rows are in (gpu_round.c) */
+    engram_fetch *fetch;
+    int64_t *eg_idx;               /* its row indices, [slot][max_rows][cols] */
     st_set *st;                    /* the checkpoint (kept open: Engram host rows, and the tensors' identity) */
     char device[192];
 
@@ -108,8 +112,9 @@ struct gpu_backend {
     int use_graphs;
     struct gpu_graph {
         int R, S, N1, N2, masks, trunc;
-        CUgraphExec forward, draw;  /* the round up to the head's logits; the masks' upload and the draw (NULL:
-                                       no sampling row) */
+        /* the round up to the head's logits, in segments split before each Engram layer (the host waits for
+         * that layer's rows between them); the masks' upload and the draw (NULL: no sampling row) */
+        CUgraphExec forward[ENGRAM_MAX_LAYERS + 1], draw;
     } graphs[GPU_MAX_GRAPHS];
     int ngraphs;
     long long graph_replays, graph_captures;
@@ -156,7 +161,6 @@ typedef struct {
     int graph;               /* replayed from a captured graph: every count a function of the graph's key */
     int any_allow, masks, trunc; /* rows with allow masks; the draw's masks uploaded; top-k/top-p candidates */
     size_t allow_bytes, sample_ws;
-    int64_t plan_bytes;      /* what to copy */
 } round_shape;
 
 /* A layer's context within a round: the shape, this layer's π, the candidate bitmap rows. */

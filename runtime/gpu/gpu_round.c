@@ -104,20 +104,19 @@ static int build_plan(gpu_backend *b, const engine_row *rows, int n, int graph, 
     }
     for (int ratio = 1; ratio < 3; ratio++)
         sh->N[ratio] = graph ? graph_bucket(b, sh->reach_max[ratio]) : sh->reach_max[ratio];
-    sh->plan_bytes = (int64_t)b->plan.bytes;
     return 0;
 }
 
-/* Engram: the rows every Engram layer needs, from the host's hashes; their records into the plan. */
+/* Engram: the rows every Engram layer needs, from the host's hashes. From the device table: their
+ * indices into the plan. From the store: their reads start here, and each layer's records are waited for
+ * (engram_ready) only before the forward's segment that begins with that layer. */
 static int engram_plan(gpu_backend *b, const engine_row *rows, int n)
 {
     const model_config *c = b->cfg;
     if (c->n_engram_layers == 0)
         return 0;
     int cols = model_engram_cols(c), rb = engram_record_bytes(c->engram_head_dim);
-    int64_t *idx = dsk_malloc(sizeof(int64_t) * (size_t)n * cols * (size_t)c->n_engram_layers);
-    if (!idx)
-        return -1;
+    int64_t *idx = b->eg_idx;
     for (int slot = 0; slot < c->n_engram_layers; slot++)
         for (int i = 0; i < n;) {
             int j = i;
@@ -129,23 +128,33 @@ static int engram_plan(gpu_backend *b, const engine_row *rows, int n)
             i = j;
         }
     uint8_t *dst = (uint8_t *)b->plan_host + b->plan.engram;
-    int rc = 0;
-    if (b->eg) { /* host or nvme: the records */
-        engram_fetch_layer want[ENGRAM_MAX_LAYERS];
-        for (int slot = 0; slot < c->n_engram_layers; slot++)
-            want[slot] = (engram_fetch_layer){idx + (size_t)slot * n * cols, (int64_t)n * cols,
-                                             dst + (size_t)slot * b->max_rows * cols * rb};
-        engram_fetch *f;
-        rc = engram_fetch_begin(b->eg, want, &f);
-        for (int slot = 0; !rc && slot < c->n_engram_layers; slot++)
-            rc = engram_fetch_wait(f, slot, 10000);
-        engram_fetch_end(f);
-    } else /* device table: the row indices */
+    if (!b->eg) { /* device table: the row indices */
         for (int slot = 0; slot < c->n_engram_layers; slot++)
             memcpy(dst + (size_t)slot * b->max_rows * cols * 8, idx + (size_t)slot * n * cols,
                    sizeof(int64_t) * (size_t)n * cols);
-    free(idx);
-    return rc ? dsk_err_ctx("Engram rows") : 0;
+        return 0;
+    }
+    engram_fetch_layer want[ENGRAM_MAX_LAYERS];
+    for (int slot = 0; slot < c->n_engram_layers; slot++)
+        want[slot] = (engram_fetch_layer){idx + (size_t)slot * n * cols, (int64_t)n * cols,
+                                         dst + (size_t)slot * b->max_rows * cols * rb};
+    return engram_fetch_begin(b->eg, want, &b->fetch) ? dsk_err_ctx("Engram rows") : 0;
+}
+
+/* Layer slot's records are in the plan's pinned memory (a no-op for the device table). */
+static int engram_ready(gpu_backend *b, int slot)
+{
+    if (!b->fetch)
+        return 0;
+    if (engram_fetch_wait(b->fetch, slot, b->eg_timeout_ms))
+        return dsk_err_ctx("Engram rows of layer %d", b->cfg->engram_layer_ids[slot]);
+    return 0;
+}
+
+static void engram_done(gpu_backend *b)
+{
+    engram_fetch_end(b->fetch);
+    b->fetch = NULL;
 }
 
 /* ---- one layer ---- */
@@ -433,8 +442,9 @@ static int head(gpu_backend *b, const round_shape *sh)
 
 /* The draw over the head's logits, on the device (the masks and parameters go up first); the results into
  * pinned memory. */
-static int draw(gpu_backend *b, const round_shape *sh)
+static int draw(gpu_backend *b, const round_shape *sh, void *unused)
 {
+    (void)unused;
     int S = sh->S, V = b->cfg->vocab_size;
     if (S == 0)
         return 0;
@@ -461,17 +471,54 @@ static int draw(gpu_backend *b, const round_shape *sh)
     return 0;
 }
 
-/* A round's launches up to the head's logits, on the stream: what the forward graph captures. */
-static int device_forward(gpu_backend *b, const round_shape *sh)
+/* The forward's segments: segment 0 from the plan's upload to the first Engram layer; segment k >= 1 from
+ * Engram layer k - 1 (its records' upload first) to the next, the last one ending with the head. */
+typedef struct {
+    layer_ctx L;
+    int seg;
+} fwd_ctx;
+
+static int n_segments(const gpu_backend *b)
+{
+    return b->cfg->n_engram_layers + 1;
+}
+
+/* The first layer of segment k (n_layers past the last). */
+static int segment_start(const gpu_backend *b, int k)
 {
     const model_config *c = b->cfg;
-    int n = sh->R;
-    CU_TRY(cu.cuMemcpyHtoDAsync(b->plan_dev, b->plan_host, (size_t)sh->plan_bytes, b->s));
-    TRY(op_embed(b->k, b->s, b->w.embed, c->vocab_size, DEV(b, tokens), b->X, b->pi0, n, c->hc_mult, c->dim));
-    layer_ctx L = {b, sh, b->pi0, c->hc_mult, 0, 0};
+    if (k == 0)
+        return 0;
+    if (k > c->n_engram_layers)
+        return c->n_layers;
     for (int l = 0; l < c->n_layers; l++)
-        if (gpu_layer(&L, l))
+        if (c->roles[l].engram == k - 1)
+            return l;
+    return c->n_layers;
+}
+
+/* One segment's launches, on the stream: what each forward graph captures. */
+static int device_segment(gpu_backend *b, const round_shape *sh, void *arg)
+{
+    fwd_ctx *f = arg;
+    const model_config *c = b->cfg;
+    int n = sh->R, k = f->seg;
+    if (k == 0) {
+        /* the plan without the Engram records: they go up per layer, below */
+        CU_TRY(cu.cuMemcpyHtoDAsync(b->plan_dev, b->plan_host, (size_t)b->plan.engram, b->s));
+        TRY(op_embed(b->k, b->s, b->w.embed, c->vocab_size, DEV(b, tokens), b->X, b->pi0, n, c->hc_mult, c->dim));
+        f->L = (layer_ctx){b, sh, b->pi0, c->hc_mult, 0, 0};
+    } else {
+        int cols = model_engram_cols(c);
+        size_t rec = b->eg ? (size_t)engram_record_bytes(c->engram_head_dim) : 8;
+        size_t at = b->plan.engram + (size_t)(k - 1) * b->max_rows * cols * rec;
+        CU_TRY(cu.cuMemcpyHtoDAsync(b->plan_dev + at, (uint8_t *)b->plan_host + at, (size_t)n * cols * rec, b->s));
+    }
+    for (int l = segment_start(b, k); l < segment_start(b, k + 1); l++)
+        if (gpu_layer(&f->L, l))
             return dsk_err_ctx("layer %d", l);
+    if (k + 1 < n_segments(b))
+        return 0;
     unsigned long long l1 = kit_launches();
     int rc = head(b, sh);
     b->outside_launches = (int)(kit_launches() - l1 + 1); /* the embedding and the head (draw adds its own) */
@@ -479,14 +526,14 @@ static int device_forward(gpu_backend *b, const round_shape *sh)
 }
 
 /* Capture what fn queues on the stream as a graph. */
-static int capture(gpu_backend *b, const round_shape *sh, int (*fn)(gpu_backend *, const round_shape *),
-                   CUgraphExec *out)
+static int capture(gpu_backend *b, const round_shape *sh, int (*fn)(gpu_backend *, const round_shape *, void *),
+                   void *arg, CUgraphExec *out)
 {
     CUgraph graph;
     CUresult r = cu.cuStreamBeginCapture(b->s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
     if (r != CUDA_SUCCESS)
         return dsk_cu_fail(r, "cuStreamBeginCapture");
-    int rc = fn(b, sh);
+    int rc = fn(b, sh, arg);
     r = cu.cuStreamEndCapture(b->s, &graph);
     if (rc || r != CUDA_SUCCESS) {
         if (!rc)
@@ -514,11 +561,16 @@ static const struct gpu_graph *round_graph(gpu_backend *b, const round_shape *sh
     if (b->ngraphs == GPU_MAX_GRAPHS)
         return NULL; /* every slot taken: this shape runs eagerly */
     *failed = 1;
-    struct gpu_graph g = {sh->R, sh->S, sh->N[1], sh->N[2], sh->masks, sh->trunc, NULL, NULL};
-    if (capture(b, sh, device_forward, &g.forward))
-        return NULL;
-    if (sh->S > 0 && capture(b, sh, draw, &g.draw)) {
-        cu.cuGraphExecDestroy(g.forward);
+    struct gpu_graph g = {sh->R, sh->S, sh->N[1], sh->N[2], sh->masks, sh->trunc, {0}, NULL};
+    fwd_ctx f = {0};
+    int ok = 1;
+    for (f.seg = 0; f.seg < n_segments(b) && ok; f.seg++)
+        ok = !capture(b, sh, device_segment, &f, &g.forward[f.seg]);
+    ok = ok && !(sh->S > 0 && capture(b, sh, draw, NULL, &g.draw));
+    if (!ok) {
+        for (int k = 0; k < n_segments(b); k++)
+            if (g.forward[k])
+                cu.cuGraphExecDestroy(g.forward[k]);
         return NULL;
     }
     b->graphs[b->ngraphs] = g;
@@ -534,8 +586,10 @@ int gpu_round(gpu_backend *b, const engine_row *rows, int n, engine_out *out, co
         return dsk_err("a GPU round takes %d rows at most, %d given", b->max_rows, n);
     int graph = b->use_graphs && !b->hook && !kit_sync_launches() && n <= GPU_GRAPH_MAX_ROWS, failed = 0;
     round_shape sh;
-    if (build_plan(b, rows, n, graph, &sh) || engram_plan(b, rows, n) || sample_prep(b, &sh, rows))
+    if (build_plan(b, rows, n, graph, &sh) || engram_plan(b, rows, n) || sample_prep(b, &sh, rows)) {
+        engram_done(b);
         return -1;
+    }
     if (out->tokens)
         for (int i = 0; i < n; i++)
             out->tokens[i] = -1;
@@ -548,24 +602,38 @@ int gpu_round(gpu_backend *b, const engine_row *rows, int n, engine_out *out, co
                     dsk_err_msg());
             b->use_graphs = 0;
         }
-        if (build_plan(b, rows, n, 0, &sh) || sample_prep(b, &sh, rows))
+        if (build_plan(b, rows, n, 0, &sh) || sample_prep(b, &sh, rows)) { /* the Engram reads go on */
+            engram_done(b);
             return -1;
+        }
     }
-    /* the forward is queued; the masks are written while it runs, then go up with the draw */
-    if (gg) {
-        CU_TRY(cu.cuGraphLaunch(gg->forward, b->s));
+    /* the forward, queued segment by segment: before each Engram layer's segment the host waits for that
+     * layer's rows (read since the plan, while the segments before ran); then the masks are written while
+     * the forward runs, and go up with the draw */
+    fwd_ctx f = {0};
+    int rc = 0;
+    for (f.seg = 0; f.seg < n_segments(b) && !rc; f.seg++) {
+        rc = f.seg > 0 && engram_ready(b, f.seg - 1);
+        if (!rc && gg)
+            rc = cu.cuGraphLaunch(gg->forward[f.seg], b->s) != CUDA_SUCCESS ? dsk_err("cuGraphLaunch failed") : 0;
+        else if (!rc)
+            rc = device_segment(b, &sh, &f);
+    }
+    engram_done(b);
+    if (gg)
         b->graph_replays++;
-    } else if (device_forward(b, &sh))
-        return -1;
-    if (engine_fill_run(fill)) {
+    rc = rc || engine_fill_run(fill);
+    if (!rc) {
+        copy_masks(b, &sh, rows);
+        if (gg && gg->draw)
+            rc = cu.cuGraphLaunch(gg->draw, b->s) != CUDA_SUCCESS ? dsk_err("cuGraphLaunch failed") : 0;
+        else if (!gg)
+            rc = draw(b, &sh, NULL);
+    }
+    if (rc) {
         cu.cuStreamSynchronize(b->s); /* nothing of this round may still run when the step returns */
         return -1;
     }
-    copy_masks(b, &sh, rows);
-    if (gg && gg->draw)
-        CU_TRY(cu.cuGraphLaunch(gg->draw, b->s));
-    else if (!gg && draw(b, &sh))
-        return -1;
     CUresult cr = cu.cuStreamSynchronize(b->s);
     if (cr != CUDA_SUCCESS)
         return dsk_cu_fail(cr, "the round on the device"),
@@ -573,7 +641,6 @@ int gpu_round(gpu_backend *b, const engine_row *rows, int n, engine_out *out, co
     /* the results */
     const int32_t *src = P32(b, sample_src), *tok = IO(b, io_tok), *tid = IO(b, io_tid);
     const float *lp = IO(b, io_lp), *tlp = IO(b, io_tlp);
-    int rc = 0;
     for (int i = 0; i < sh.S && !rc; i++) {
         int r = src[i];
         if (tok[i] < 0)

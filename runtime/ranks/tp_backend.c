@@ -249,8 +249,16 @@ static int follow_image(tp_backend *t, const unsigned char *msg, size_t bytes)
     return rc;
 }
 
-static const engine_backend_ops tp_ops = {tp_close, tp_seq_open, tp_seq_close, tp_step,
-                                          tp_commit, tp_draft, tp_image};
+/* rank 0's own store (each rank reads its rows itself) */
+static void tp_engram_counters(void *impl, engine_engram_stats *out)
+{
+    tp_backend *t = impl;
+    if (t->ops->engram_counters)
+        t->ops->engram_counters(t->impl, out);
+}
+
+static const engine_backend_ops tp_ops = {tp_close,  tp_seq_open, tp_seq_close, tp_step,
+                                          tp_commit, tp_draft,    tp_image,     tp_engram_counters};
 
 int tp_settings(const engine_opts *o, char *buf, size_t cap)
 {
@@ -305,7 +313,7 @@ static char **follower_argv(const engine_opts *o)
     return v;
 }
 
-static const engine_backend_ops follower_ops = {tp_close, NULL, NULL, NULL, NULL, NULL, NULL};
+static const engine_backend_ops follower_ops = {tp_close, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 
 int tp_backend_open(const engine_backend_args *a, void **impl, const engine_backend_ops **ops)
 {

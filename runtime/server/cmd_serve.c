@@ -20,7 +20,7 @@ static const char usage_text[] =
     "                   [--served-model-name NAME] [--draft on|off] [--max-body BYTES] [--timeout S]\n"
     "                   [--send-buffer BYTES] [--max-connections N] [--queue N] [--queue-timeout S]\n"
     "                   [--drain-timeout S] [--prefill-chunk N] [--default-max-tokens N] [--threads N]\n"
-    "                   [--cache-mb N]\n"
+    "                   [--cache-mb N] [--engram host|device|nvme:DIR] [--engram-cache-mb N]\n"
     "  --model DIR            the checkpoint (config.json, safetensors, tokenizer.json)\n"
     "  --kit KIT              the kernel kit; --backend defaults to gpu with a kit, cpu without\n"
     "  --tp N                 tensor-parallel ranks (default 1)\n"
@@ -42,7 +42,10 @@ static const char usage_text[] =
     "  --prefill-chunk N      prompt rows per round, so long prompts do not stall streams (default 256)\n"
     "  --default-max-tokens N max_tokens when a request gives none (default 32768; capped by the context)\n"
     "  --threads N            cpu backend: worker threads (default 2)\n"
-    "  --cache-mb N           cpu backend: decoded weights kept (default 4096)\n";
+    "  --cache-mb N           cpu backend: decoded weights kept (default 4096)\n"
+    "  --engram WHERE         Engram rows from host (the checkpoint, default), device (gpu: the tables in GPU\n"
+    "                         memory) or nvme:DIR (dskit engram pack; docs/engram.md)\n"
+    "  --engram-cache-mb N    nvme: the hot-row cache in (pinned) memory (default 256)\n";
 
 static int parse_on_off(const char *opt, const char *v, int *out)
 {
@@ -83,6 +86,8 @@ static int parse(int argc, char **argv, serve_opts *o)
             o->backend = v;
         else if (!strcmp(a, "--host"))
             o->host = v;
+        else if (!strcmp(a, "--engram"))
+            o->engram = v;
         else if (!strcmp(a, "--api-key-file"))
             o->api_key_file = v;
         else if (!strcmp(a, "--served-model-name"))
@@ -92,6 +97,7 @@ static int parse(int argc, char **argv, serve_opts *o)
                 return -1;
         }
         INT_OPT("--port", 0, 65535, port)
+        INT_OPT("--engram-cache-mb", 0, 1L << 20, engram_cache_mb)
         INT_OPT("--tp", 1, 8, tp)
         INT_OPT("--parallel", 1, 1024, parallel)
         INT_OPT("--context", 2, 1L << 40, context)
@@ -170,7 +176,8 @@ static int load(server *s)
                       .tokenizer = s->tok, .max_seqs = s->o.parallel, .context = s->o.context, .pool = s->o.pool,
                       /* a round carries one chunk of prompt rows and every sequence's verify window */
                       .max_rows = s->o.prefill_chunk + s->o.parallel * 64, .threads = s->o.threads,
-                      .cache_bytes = s->o.cache_mb << 20};
+                      .cache_bytes = s->o.cache_mb << 20, .engram = s->o.engram,
+                      .engram_cache = s->o.engram_cache_mb << 20};
     if (engine_open(&eo, &s->e))
         return -1;
     const engine_info *in = engine_get_info(s->e);

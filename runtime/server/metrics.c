@@ -121,11 +121,25 @@ int metrics_render(srv_metrics *m, dsk_buf *o)
                  (double)m->draft_accepted) ||
          counter(o, "dskit_grammar_masks_total", "Structured output: allowed-token masks computed", "counter",
                  (double)m->grammar_masks) ||
-         counter(o, "dskit_grammar_mask_seconds_total", "Structured output: scheduler time computing masks",
+         counter(o, "dskit_grammar_mask_seconds_total", "Structured output: time computing masks (beside the forward)",
                  "counter", m->grammar_s) ||
          counter(o, "dskit_grammar_drafts_refused_total",
                  "Structured output: draft tokens outside the grammar (their verify windows cut there)", "counter",
                  (double)m->grammar_draft_cut) ||
+         counter(o, "dskit_engram_rows_total", "Engram rows served by the store (host or nvme placement)", "counter",
+                 (double)m->engram.rows) ||
+         counter(o, "dskit_engram_cache_hits_total", "Engram rows served from the hot-row cache (nvme)", "counter",
+                 (double)m->engram.cache_hits) ||
+         counter(o, "dskit_engram_reads_total", "Engram block reads from disk (nvme)", "counter",
+                 (double)m->engram.reads) ||
+         counter(o, "dskit_engram_read_bytes_total", "Engram bytes read from disk (nvme)", "counter",
+                 (double)m->engram.read_bytes) ||
+         counter(o, "dskit_engram_slow_reads_total", "Engram disk reads slower than the store's bound (50 ms)",
+                 "counter", (double)m->engram.slow_reads) ||
+         counter(o, "dskit_engram_read_errors_total", "Engram reads that failed (I/O error, short read, bad hash)",
+                 "counter", (double)m->engram.errors) ||
+         counter(o, "dskit_engram_timeouts_total", "Engram waits that ran past the step's bound", "counter",
+                 (double)m->engram.timeouts) ||
          counter(o, "dskit_scheduler_rounds_total", "Engine steps the scheduler ran", "counter", (double)m->rounds) ||
          counter(o, "dskit_scheduler_rows_total", "Rows of all engine steps", "counter", (double)m->round_rows) ||
          counter(o, "dskit_scheduler_engine_seconds_total", "Scheduler time inside engine calls", "counter",

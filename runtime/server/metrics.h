@@ -5,6 +5,7 @@
 #define DSK_SERVER_METRICS_H
 
 #include "runtime/common/util.h"
+#include "runtime/engine/engine.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -50,6 +51,7 @@ typedef struct {
     uint64_t rounds, round_rows;
     uint64_t grammar_masks, grammar_draft_cut; /* structured output: masks made, drafts the grammar refused */
     double grammar_s;                  /* scheduler time computing masks */
+    engine_engram_stats engram;     /* the engine's Engram store, as of the last round */
     uint64_t finished[5];              /* by reason: stop, length, tool_calls, error, cancelled */
     double engine_s, overhead_s;       /* scheduler wall time in engine calls and in its own bookkeeping */
     double overhead_cpu_s;             /* the bookkeeping's CPU time on the scheduler thread */

@@ -383,8 +383,11 @@ void sched_round(sched *s)
         if (sl->fin)
             release(s, sl);
     }
+    engine_engram_stats eg;
+    engine_engram_counters(s->e, &eg);
     double total = dsk_now() - t0, cpu = thread_cpu() - c0;
     metrics_lock(s->m);
+    s->m->engram = eg;
     s->m->rounds++;
     s->m->grammar_masks += s->grammar_masks;
     s->m->grammar_draft_cut += s->grammar_cut;

@@ -16,10 +16,10 @@
 #include <stdint.h>
 
 typedef struct {
-    const char *model_dir, *kit, *backend, *host, *served_name, *api_key_file;
+    const char *model_dir, *kit, *backend, *host, *served_name, *api_key_file, *engram;
     int port, tp, parallel, threads, prefill_chunk, draft;
     int64_t context, pool;
-    size_t max_body, cache_mb, send_buffer;
+    size_t max_body, cache_mb, send_buffer, engram_cache_mb;
     int timeout_s, max_connections, max_queue, default_max_tokens;
     double queue_timeout_s, drain_timeout_s;
 } serve_opts;

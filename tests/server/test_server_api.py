@@ -341,6 +341,46 @@ class PlainHTTP(unittest.TestCase):
             self.assertIn(name, types)
         self.assertEqual(types["dskit_time_to_first_token_seconds"], "histogram")
 
+    def test_engram_nvme(self):
+        """--engram nvme:DIR: the same reply as host rows; an injected slow read is said on stderr and in
+        /metrics; an injected I/O error fails that request only, with a message naming the file."""
+        with tempfile.TemporaryDirectory() as tmp:
+            pack = os.path.join(tmp, "pack")
+            subprocess.run([DSKIT, "engram", "pack", "--model", tiny_model(), "--out", pack], check=True,
+                           stdout=subprocess.DEVNULL)
+            body = chat_body(max_tokens=8, temperature=0.8, seed=5)
+            ref = post(S.port, "/v1/chat/completions", body)[1]["choices"][0]["message"]
+            os.environ["DSKIT_ENGRAM_FAULT"] = "slow@3:120,eio@150"
+            try:
+                srv = Server("--draft", "off", "--served-model-name", MODEL_NAME, "--engram", "nvme:" + pack,
+                             "--engram-cache-mb", "0")
+            finally:
+                del os.environ["DSKIT_ENGRAM_FAULT"]
+            with srv:
+                st, b1 = post(srv.port, "/v1/chat/completions", body)
+                self.assertEqual(st, 200, b1)
+                self.assertEqual(b1["choices"][0]["message"], ref)
+                self.assertGreater(metric(srv.port, "dskit_engram_rows_total"), 0)
+                self.assertGreater(metric(srv.port, "dskit_engram_reads_total"), 0)
+                self.assertGreaterEqual(metric(srv.port, "dskit_engram_slow_reads_total"), 1)
+                self.assertIn("slow read", srv.stderr())
+                # read 150 fails (the first reply took about 100): a later request, on rows not cached
+                # yet, meets it; it fails naming the pack, and the server goes on
+                failed = None
+                for i in range(40):
+                    st, b2 = post(srv.port, "/v1/chat/completions", chat_body("Question %d: why?" % i, max_tokens=8))
+                    if st != 200:
+                        failed = (st, b2)
+                        break
+                self.assertIsNotNone(failed, "the injected I/O error was never met")
+                self.assertEqual(failed[0], 500, failed[1])
+                self.assertIn("Engram", failed[1]["error"]["message"])
+                self.assertIn(pack, failed[1]["error"]["message"])
+                self.assertGreaterEqual(metric(srv.port, "dskit_engram_read_errors_total"), 1)
+                st, b3 = post(srv.port, "/v1/chat/completions", body)
+                self.assertEqual(st, 200, b3)
+                self.assertEqual(b3["choices"][0]["message"], ref)
+
     def test_disconnect_frees_the_slot(self):
         gen0 = metric(S.port, "dskit_generation_tokens_total")
         c = socket.create_connection(("127.0.0.1", S.port), timeout=30)
