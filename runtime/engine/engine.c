@@ -100,6 +100,7 @@ int engine_open(const engine_opts *opts, engine **out)
     e->info.max_seqs = o.max_seqs;
     e->info.max_rows = o.max_rows;
     e->info.vocab = e->info.cfg->vocab_size;
+    e->info.takes_images = e->info.cfg->vision_n_layers > 0 && e->ops->image != NULL;
     if (!(e->seqs = dsk_calloc((size_t)o.max_seqs, sizeof *e->seqs))) {
         engine_close(e);
         return -1;

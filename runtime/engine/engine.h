@@ -55,6 +55,7 @@ typedef struct {
     int64_t context, pool;
     int max_rollback;        /* uncommitted rows a sequence may roll back (the window rings' spare slots) */
     int draft_block;         /* tokens one draft proposes; 0 when the model has no drafter */
+    int takes_images;        /* the model has a vision tower and the backend runs it (engine_seq_image) */
 } engine_info;
 
 int engine_open(const engine_opts *o, engine **out);

@@ -96,5 +96,35 @@ void engine_prompt_free(engine_prompt *p)
     free(p->ids);
     free(p->images);
     free(p->pos);
+    for (int k = 0; p->owned && k < p->n_images; k++)
+        vision_image_free(&p->owned[k]);
+    free(p->owned);
     *p = (engine_prompt){0};
+}
+
+int engine_prompt_urls(const model_config *c, const int32_t *ids, size_t n_ids, const size_t *at,
+                       const char *const *urls, const size_t *url_lens, int n, size_t max_bytes, engine_prompt *out,
+                       int *bad)
+{
+    *out = (engine_prompt){0};
+    *bad = -1;
+    vision_image *imgs = dsk_calloc((size_t)(n ? n : 1), sizeof *imgs);
+    uint64_t *keys = dsk_calloc((size_t)(n ? n : 1), sizeof *keys);
+    int k = 0, rc = !imgs || !keys ? -1 : 0;
+    for (; !rc && k < n; k++)
+        if (engine_image_load(c, urls[k], url_lens[k], 0, max_bytes, &imgs[k], &keys[k])) {
+            *bad = k;
+            rc = -1;
+        }
+    if (!rc)
+        rc = engine_prompt_images(c, ids, n_ids, at, imgs, keys, n, out);
+    free(keys);
+    if (rc) {
+        for (int j = 0; imgs && j < n; j++)
+            vision_image_free(&imgs[j]);
+        free(imgs);
+        return -1;
+    }
+    out->owned = imgs;
+    return 0;
 }

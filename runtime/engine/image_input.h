@@ -23,13 +23,21 @@ int engine_image_load(const model_config *c, const char *src, size_t len, int fi
 typedef struct {
     int32_t *ids;          /* [n_ids] */
     int n_ids;
-    engine_image *images;  /* [n_images], patches pointing into the vision_images given */
+    engine_image *images;  /* [n_images], patches pointing into the vision_images given (or owned) */
     int64_t *pos;          /* [n_images] */
     int n_images;
+    vision_image *owned;   /* engine_prompt_urls: the images themselves, freed with the prompt */
 } engine_prompt;
 
 int engine_prompt_images(const model_config *c, const int32_t *ids, size_t n_ids, const size_t *at,
                          const vision_image *imgs, const uint64_t *keys, int n, engine_prompt *out);
 void engine_prompt_free(engine_prompt *p);
+
+/* A request's images (the server: data URLs only, never files), each loaded with engine_image_load and
+ * placed as engine_prompt_images does; the prompt owns them. On a refusal *bad is the image's index (-1:
+ * not one image's fault, e.g. the prompt's length) and the message says why. */
+int engine_prompt_urls(const model_config *c, const int32_t *ids, size_t n_ids, const size_t *at,
+                       const char *const *urls, const size_t *url_lens, int n, size_t max_bytes, engine_prompt *out,
+                       int *bad);
 
 #endif

@@ -186,6 +186,8 @@ static int load(server *s)
         s->o.draft = 0;
     }
     s->vocab = in->vocab;
+    s->cfg = in->cfg;
+    s->takes_images = in->takes_images;
     s->context = in->context;
     s->pool = in->pool;
     s->window = 1 + (s->o.draft ? in->draft_block : 0);

@@ -71,6 +71,7 @@ void srv_req_unref(srv_req *r)
     free(r->gen.stops);
     grammar_free(r->gen.grammar);
     free(r->prompt);
+    engine_prompt_free(&r->images);
     dsk_buf_free(&r->text);
     free(r->tokens);
     free(r->lps);

@@ -6,6 +6,7 @@
 #define DSK_SERVER_REQUEST_H
 
 #include "runtime/common/util.h"
+#include "runtime/engine/image_input.h"
 #include "runtime/grammar/grammar.h"
 #include "runtime/model/sampling.h"
 
@@ -41,6 +42,8 @@ typedef struct srv_req {
     int n_prompt;
     srv_gen gen;
     int64_t reserve;      /* positions the sequence reserves in the pool */
+    engine_prompt images; /* the prompt's image spans (images.n_images, their positions and patches; ids
+                             moved to prompt), placed when the request is admitted */
     double t_arrival;
 
     /* shared: mu guards everything below */

@@ -134,6 +134,41 @@ static srv_req *make_request(http_ctx *cx, oai_params *p, tok_ids *ids, const ch
     return r;
 }
 
+/* A chat's image parts (data URLs), decoded and preprocessed here on the HTTP thread, their spans placed
+ * into the prompt; a refusal is a 400 naming the part (a model without a vision tower, a backend that
+ * does not run it, an http(s) URL, a bad or oversized image). */
+static int chat_images(server *s, const chat_prompt *cp, engine_prompt *out, oai_error *e)
+{
+    const chat_image *im = cp->images;
+    if (!s->takes_images)
+        return oai_fail(e, 400, "invalid_request_error", NULL, "messages",
+                        "messages[%zu].content[%zu]: %s", im[0].message, im[0].part,
+                        s->cfg->vision_n_layers > 0 ? "this backend does not run the vision tower yet (docs/vision.md)"
+                                                   : "this model has no vision tower: it takes no images");
+    size_t n = cp->n_images;
+    size_t *at = dsk_malloc(sizeof(size_t) * n), *lens = dsk_malloc(sizeof(size_t) * n);
+    const char **urls = dsk_malloc(sizeof(char *) * n);
+    int rc = -1, bad = -1;
+    if (at && lens && urls) {
+        for (size_t k = 0; k < n; k++) {
+            at[k] = im[k].at;
+            urls[k] = im[k].url;
+            lens[k] = im[k].url_len;
+        }
+        rc = engine_prompt_urls(s->cfg, cp->ids.data, cp->ids.len, at, urls, lens, (int)n, s->o.max_body, out, &bad);
+        if (rc && bad >= 0)
+            oai_fail(e, 400, "invalid_request_error", "invalid_image", "messages", "messages[%zu].content[%zu]: %s",
+                     im[bad].message, im[bad].part, dsk_err_msg());
+        else if (rc)
+            oai_fail(e, 400, "invalid_request_error", NULL, "messages", "%s", dsk_err_msg());
+    } else
+        oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
+    free(at);
+    free(lens);
+    free(urls);
+    return rc;
+}
+
 /* Structured output: the request's grammar, compiled here on its own thread (the scheduler only follows
  * it). A refusal is a 400 naming the field and, from the compiler, the keyword and path or the limit. */
 static int constrain(server *s, oai_params *p, int thinking, oai_error *e)
@@ -160,6 +195,7 @@ static enum MHD_Result generate(http_ctx *cx, int kind)
     oai_error e = {0};
     tok_ids ids = {0};
     chat_prompt cp = {0};
+    engine_prompt images = {0};
     int thinking = 0;
     if ((kind == OAI_CHAT ? oai_parse_chat(req, s->o.served_name, &p, &e)
                           : oai_parse_completion(req, s->o.served_name, &p, &e))) {
@@ -171,14 +207,17 @@ static enum MHD_Result generate(http_ctx *cx, int kind)
             rc = http_error(cx, 400, "invalid_request_error", NULL, "messages", "%s", dsk_err_msg());
             goto done;
         }
-        if (cp.n_images) { /* the chat encoding takes image parts; the server does not pass them on yet */
-            rc = http_error(cx, 400, "invalid_request_error", NULL, "messages",
-                            "messages[%zu].content[%zu]: image input is not served yet (docs/vision.md)",
-                            cp.images[0].message, cp.images[0].part);
+        if (cp.n_images && chat_images(s, &cp, &images, &e)) {
+            rc = bad_request(cx, &e);
             goto done; /* cp is freed there */
         }
-        ids = cp.ids;
-        cp.ids = (tok_ids){0};
+        if (cp.n_images) { /* the prompt with its spans: the ids are the expanded ones */
+            ids = (tok_ids){images.ids, (size_t)images.n_ids, (size_t)images.n_ids};
+            images.ids = NULL;
+        } else {
+            ids = cp.ids;
+            cp.ids = (tok_ids){0};
+        }
         thinking = cp.thinking;
     } else if (completion_prompt(s, p.prompt, &ids, &e)) {
         rc = bad_request(cx, &e);
@@ -192,6 +231,8 @@ static enum MHD_Result generate(http_ctx *cx, int kind)
         rc = bad_request(cx, &e);
         goto done;
     }
+    cx->req->images = images; /* the request owns its spans from here */
+    images = (engine_prompt){0};
     oai_writer_init(&cx->w, kind, cx->id, s->o.served_name, thinking);
     cx->has_writer = 1;
     cx->w.include_usage = p.include_usage;
@@ -224,6 +265,7 @@ static enum MHD_Result generate(http_ctx *cx, int kind)
     }
 done:
     tok_ids_free(&ids);
+    engine_prompt_free(&images);
     chat_prompt_free(&cp);
     oai_params_free(&p);
     json_decref(req);

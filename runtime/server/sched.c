@@ -144,6 +144,19 @@ static void admit(sched *s)
             finish_unadmitted(s, r, FIN_ERROR);
             continue;
         }
+        /* its images: the tower runs now, each span placed before any of the prompt's rows */
+        int k = 0;
+        for (; k < r->images.n_images; k++)
+            if (engine_seq_image(s->e, seq, r->images.pos[k], &r->images.images[k], NULL))
+                break;
+        if (k < r->images.n_images) {
+            fprintf(stderr, "dskit serve: request %s: image %d: %s\n", r->id, k, dsk_err_msg());
+            srv_req_fail(r, 500, "server_error", NULL, "request %s: image %d: %s", r->id, k, dsk_err_msg());
+            engine_seq_close(s->e, seq);
+            pop_waiting(s);
+            finish_unadmitted(s, r, FIN_ERROR);
+            continue;
+        }
         pop_waiting(s);
         slot *sl = s->slots;
         while (sl->r)

@@ -45,6 +45,8 @@ typedef struct server {
     sched *sched;
     srv_genv genv;             /* structured output: the grammar vocabulary, built at load */
     int vocab, window;         /* window: rows a decode round of one sequence may carry */
+    const model_config *cfg;   /* the model's (image spans are sized from it) */
+    int takes_images;          /* the model has a vision tower and the backend runs it */
     int64_t context, pool;
     double started;
 } server;

@@ -32,6 +32,19 @@ def tiny_model():
     return _MODEL
 
 
+def tiny_vision_model():
+    """The tiny-vision checkpoint (the tiny LM and the tiny tower, seed 1), written once per build tree."""
+    path = os.path.join(BUILD, "tests", "server", "tiny-vision-model")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(os.path.join(path, "done")):
+            subprocess.run([DSKIT, "mkmodel", "--preset", "tiny-vision", "--seed", "1", "--out", path, "--force"],
+                           check=True, stdout=subprocess.DEVNULL)
+            open(os.path.join(path, "done"), "w").close()
+    return path
+
+
 def _die_with_parent():
     """In the child before exec: SIGKILL when the test process dies (a crash or a ctest timeout), so no
     server outlives its test."""
