@@ -363,6 +363,13 @@ void sched_round(sched *s)
         fills += s->slots[i].r && s->slots[i].n_rows && s->slots[i].fill != FILL_NONE;
     engine_fill fill = {fill_masks, s};
     ENGINE_CALL(s, rc, engine_step_fill(s->e, s->rows, n, &s->eo, fills ? &fill : NULL));
+    /* the Engram store's counters, before any reply of this round goes out (a failed read is counted by
+     * the time its request's error is seen) */
+    engine_engram_stats eg;
+    engine_engram_counters(s->e, &eg);
+    metrics_lock(s->m);
+    s->m->engram = eg;
+    metrics_unlock(s->m);
     for (int i = 0; i < s->n_slots; i++) {
         slot *sl = &s->slots[i];
         if (!sl->r || !sl->n_rows)
@@ -383,11 +390,8 @@ void sched_round(sched *s)
         if (sl->fin)
             release(s, sl);
     }
-    engine_engram_stats eg;
-    engine_engram_counters(s->e, &eg);
     double total = dsk_now() - t0, cpu = thread_cpu() - c0;
     metrics_lock(s->m);
-    s->m->engram = eg;
     s->m->rounds++;
     s->m->grammar_masks += s->grammar_masks;
     s->m->grammar_draft_cut += s->grammar_cut;
