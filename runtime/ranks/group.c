@@ -454,6 +454,7 @@ static int open_tcp(const rank_group_opts *o, rank_group **out)
     if (sock_swap(g, g->h->settings[g->rank], g->h->settings[1 - g->rank], sizeof g->h->settings[0], g->timeout_ms,
                   "the other rank's settings"))
         goto fail;
+    g->h->settings[1 - g->rank][sizeof g->h->settings[0] - 1] = 0; /* the peer's bytes: maybe without a NUL */
     if (strcmp(g->h->settings[0], g->h->settings[1])) {
         dsk_err("rank %d differs from rank %d:\n  rank 0: %s\n  rank 1: %s", 1 - g->rank, g->rank, g->h->settings[0],
                 g->h->settings[1]);

@@ -424,12 +424,28 @@ static void test_hostile_rank0(void **state)
     assert_int_equal(wrong, 0);
 }
 
+/* Settings are 1024 raw bytes: a peer's without a NUL are cut at 1023, not read on into the next
+ * rank's. */
+static void test_settings_without_nul(void **state)
+{
+    (void)state;
+    char s[1024], *err;
+    memset(s, 'A', sizeof s);
+    int rc = hostile_rank0(s, NULL, 0, &err);
+    char want[1100];
+    snprintf(want, sizeof want, "rank 0: %.1023s\n", s);
+    if (rc == 0 || !strstr(err, "differs") || !strstr(err, want))
+        fail_msg("rank 1: exit %d, the message's end:\n%s", rc, err + (strlen(err) > 300 ? strlen(err) - 300 : 0));
+    free(err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trips),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_hostile_rank0),
+        cmocka_unit_test(test_settings_without_nul),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
