@@ -18,7 +18,7 @@ typedef struct {
     const char *type;    /* OpenAI error type: invalid_request_error, ... */
     const char *code;    /* or NULL */
     char param[64];      /* the field, "" when none */
-    char message[512];
+    char message[1024];  /* as long as http_error writes */
 } oai_error;
 
 typedef struct {
