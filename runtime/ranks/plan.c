@@ -13,7 +13,6 @@
 #include "runtime/common/error.h"
 #include "runtime/model/vision_span.h"
 
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
