@@ -4,6 +4,7 @@
  * deadline and whether the other ranks are still alive, so a dead or stuck rank stops everyone within
  * a second. */
 #include "runtime/ranks/group.h"
+#include "runtime/ranks/plan.h"
 #include "runtime/common/error.h"
 #include "runtime/common/util.h"
 
@@ -453,6 +454,7 @@ static int open_tcp(const rank_group_opts *o, rank_group **out)
     if (sock_swap(g, g->h->settings[g->rank], g->h->settings[1 - g->rank], sizeof g->h->settings[0], g->timeout_ms,
                   "the other rank's settings"))
         goto fail;
+    g->h->settings[1 - g->rank][sizeof g->h->settings[0] - 1] = 0; /* the peer's bytes: maybe without a NUL */
     if (strcmp(g->h->settings[0], g->h->settings[1])) {
         dsk_err("rank %d differs from rank %d:\n  rank 0: %s\n  rank 1: %s", 1 - g->rank, g->rank, g->h->settings[0],
                 g->h->settings[1]);
@@ -611,7 +613,7 @@ void rank_group_close(rank_group *g)
         return;
     stop_watch(g); /* a follower's exit from here on is the one this close asks for */
     if (g->sock >= 0) {
-        if (g->rank == 0 && !atomic_load(&g->h->aborted) && rank_plan_send(g, 0, NULL, 0) == 0) {
+        if (g->rank == 0 && !atomic_load(&g->h->aborted) && rank_plan_send(g, PLAN_SHUTDOWN, NULL, 0) == 0) {
             /* the follower closes its end once it has read the stop: wait for that (5 s at most), so it
              * never mistakes this close for a failure */
             struct pollfd p = {g->sock, POLLIN, 0};
@@ -630,7 +632,7 @@ void rank_group_close(rank_group *g)
     if (g->rank == 0) {
         /* a shutdown message if the plan channel still works, then a bounded wait, then SIGKILL */
         if (!atomic_load(&g->h->aborted))
-            rank_plan_send(g, 0, NULL, 0);
+            rank_plan_send(g, PLAN_SHUTDOWN, NULL, 0);
         double t0 = dsk_now();
         for (int r = 1; r < g->tp; r++) {
             while (g->child[r] > 0 && !g->child_done[r]) {
@@ -679,11 +681,6 @@ void rank_group_round_time(rank_group *g, double seconds)
 }
 
 /* ---- the plan channel: a byte stream in a ring, one writer (rank 0), one reader per follower ---- */
-
-typedef struct {
-    uint32_t type, pad;
-    uint64_t bytes;
-} plan_frame;
 
 typedef struct {
     uint64_t need; /* ring bytes that must be free (writer) or present (reader) */
@@ -778,26 +775,29 @@ static int sock_all(rank_group *g, void *buf, size_t bytes, int sending, int idl
 
 int rank_plan_send(rank_group *g, uint32_t type, const void *payload, size_t bytes)
 {
-    plan_frame f = {type, 0, bytes};
+    unsigned char f[PLAN_FRAME_BYTES];
+    plan_frame_encode(type, bytes, f);
     if (g->sock >= 0)
-        return sock_all(g, &f, sizeof f, 1, 0) || sock_all(g, (void *)payload, bytes, 1, 0) ? -1 : 0;
-    return ring_write(g, &f, sizeof f) || ring_write(g, payload, bytes) ? -1 : 0;
+        return sock_all(g, f, sizeof f, 1, 0) || sock_all(g, (void *)payload, bytes, 1, 0) ? -1 : 0;
+    return ring_write(g, f, sizeof f) || ring_write(g, payload, bytes) ? -1 : 0;
 }
 
-int rank_plan_recv(rank_group *g, uint32_t *type, void **payload, size_t *bytes)
+int rank_plan_recv(rank_group *g, size_t max_bytes, uint32_t *type, void **payload, size_t *bytes)
 {
-    plan_frame f;
-    if (g->sock >= 0 ? sock_all(g, &f, sizeof f, 0, 1) : ring_read(g, &f, sizeof f, 1))
+    unsigned char f[PLAN_FRAME_BYTES];
+    size_t n;
+    if (g->sock >= 0 ? sock_all(g, f, sizeof f, 0, 1) : ring_read(g, f, sizeof f, 1))
         return -1;
-    void *p = dsk_malloc(f.bytes ? f.bytes : 1);
+    if (plan_frame_decode(f, max_bytes, type, &n)) /* before any allocation: the size is the peer's word */
+        return -1;
+    void *p = dsk_malloc(n ? n : 1);
     if (!p)
         return -1;
-    if (g->sock >= 0 ? sock_all(g, p, f.bytes, 0, 0) : ring_read(g, p, f.bytes, 0)) {
+    if (g->sock >= 0 ? sock_all(g, p, n, 0, 0) : ring_read(g, p, n, 0)) {
         free(p);
         return -1;
     }
-    *type = f.type;
     *payload = p;
-    *bytes = f.bytes;
+    *bytes = n;
     return 0;
 }

@@ -44,10 +44,11 @@ int rank_group_rank(const rank_group *g);
 int rank_group_tp(const rank_group *g);
 
 /* The plan channel: rank 0 sends one message to every follower; a follower receives the next. A message
- * is a type and a byte payload. recv waits while the group is alive (watching rank 0 and the abort word),
- * with no timeout: an idle follower is not a hang. */
+ * is a type and a byte payload (plan.h). recv waits while the group is alive (watching rank 0 and the abort
+ * word), with no timeout: an idle follower is not a hang. It refuses a frame that announces more than
+ * max_bytes (plan_limits.max_bytes) before allocating anything: a broken or hostile peer. */
 int rank_plan_send(rank_group *g, uint32_t type, const void *payload, size_t bytes);
-int rank_plan_recv(rank_group *g, uint32_t *type, void **payload, size_t *bytes);
+int rank_plan_recv(rank_group *g, size_t max_bytes, uint32_t *type, void **payload, size_t *bytes);
 
 /* What every rank must agree on, as one line (the model folder and its config hash, backend, kit, tp,
  * limits): compared at start, both printed when they differ. */

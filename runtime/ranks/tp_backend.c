@@ -3,10 +3,13 @@
  * same calls in the same order on its backend. Both hold identical activations (the exchanges sum in
  * rank order), so both draw the same tokens; after every step and draft the ranks agree on its outcome
  * (one exchange of the status), so a failure on one rank (an Engram read error) fails the step on all of
- * them and the group goes on, while a rank that dies or aborts stops every rank. */
+ * them and the group goes on, while a rank that dies or aborts stops every rank. The calls cross as plan
+ * messages (plan.h); a follower runs only what decodes within the limits and names open sequences, and
+ * stops every rank on anything else. */
 #include "runtime/common/error.h"
 #include "runtime/engine/backend.h"
 #include "runtime/ranks/group.h"
+#include "runtime/ranks/plan.h"
 #include "runtime/common/util.h"
 
 #include <limits.h>
@@ -14,8 +17,6 @@
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
-
-enum { PLAN_SHUTDOWN = 0, PLAN_SEQ_OPEN, PLAN_SEQ_CLOSE, PLAN_STEP, PLAN_COMMIT, PLAN_DRAFT, PLAN_IMAGE };
 
 /* DSKIT_RANK_FAULT (tests only, docs/ranks.md): "R:open" fails rank R's open, "R:step:N" fails its N-th step
  * (as a rank-local error such as an Engram read would), "R:exit:N" makes it exit at its N-th step,
@@ -30,9 +31,7 @@ typedef struct {
     rank_group *g;
     const engine_backend_ops *ops; /* the local backend */
     void *impl;
-    int vocab;
-    int draft_block;
-    const model_config *cfg;
+    plan_limits lim; /* what a plan message may hold (both ranks: the same model and options) */
     int follower;
     int a_peer; /* across hosts: this backend opened the group (a follower's own command did not) */
     rank_fault fault;
@@ -76,19 +75,6 @@ static int local_step(tp_backend *t, const engine_row *rows, int n, engine_out *
     return rc;
 }
 
-/* One row as it crosses the channel (pointers replaced by an index into the masks that follow). */
-typedef struct {
-    int32_t seq, token, sample, top_logprobs;
-    int64_t pos;
-    sample_params sp;
-    int32_t allow; /* -1, or the index of this row's mask among the message's masks */
-    int32_t pad;
-} wire_row;
-
-typedef struct {
-    int32_t n, want_taps, masks, pad;
-} step_head;
-
 typedef struct {
     int32_t rc;
     char msg[500];
@@ -121,15 +107,22 @@ static void tp_close(void *impl)
     free(t);
 }
 
+/* Send m to the followers (rank_plan_send), encoded. */
+static int send_plan(tp_backend *t, const plan_msg *m)
+{
+    unsigned char *msg;
+    size_t bytes;
+    if (plan_encode(m, &t->lim, &msg, &bytes))
+        return -1;
+    int rc = rank_plan_send(t->g, m->type, msg, bytes);
+    free(msg);
+    return rc;
+}
+
 static int tp_seq_open(void *impl, int seq, int64_t reserve, unsigned flags)
 {
     tp_backend *t = impl;
-    struct {
-        int32_t seq;
-        uint32_t flags;
-        int64_t reserve;
-    } m = {seq, flags, reserve};
-    if (rank_plan_send(t->g, PLAN_SEQ_OPEN, &m, sizeof m))
+    if (send_plan(t, &(plan_msg){.type = PLAN_SEQ_OPEN, .seq = seq, .flags = flags, .reserve = reserve}))
         return -1;
     return agree(t, t->ops->seq_open(t->impl, seq, reserve, flags));
 }
@@ -137,8 +130,7 @@ static int tp_seq_open(void *impl, int seq, int64_t reserve, unsigned flags)
 static void tp_seq_close(void *impl, int seq)
 {
     tp_backend *t = impl;
-    int32_t s = seq;
-    rank_plan_send(t->g, PLAN_SEQ_CLOSE, &s, sizeof s);
+    send_plan(t, &(plan_msg){.type = PLAN_SEQ_CLOSE, .seq = seq});
     t->ops->seq_close(t->impl, seq);
 }
 
@@ -149,27 +141,7 @@ static int tp_step(void *impl, const engine_row *rows, int n, engine_out *out, c
      * forward (nothing has been sent yet when the fill fails: the other ranks never see this step) */
     if (engine_fill_run(fill))
         return -1;
-    size_t words = (size_t)(t->vocab + 31) / 32;
-    int masks = 0;
-    for (int i = 0; i < n; i++)
-        masks += rows[i].allow != NULL;
-    size_t bytes = sizeof(step_head) + sizeof(wire_row) * (size_t)n + sizeof(uint32_t) * words * (size_t)masks;
-    unsigned char *msg = dsk_malloc(bytes);
-    if (!msg)
-        return -1;
-    step_head h = {n, out->taps != NULL, masks, 0};
-    memcpy(msg, &h, sizeof h);
-    wire_row *w = (wire_row *)(msg + sizeof h);
-    uint32_t *mk = (uint32_t *)(w + n);
-    for (int i = 0, m = 0; i < n; i++) {
-        w[i] = (wire_row){rows[i].seq, rows[i].token, rows[i].sample, rows[i].top_logprobs, rows[i].pos, rows[i].sp,
-                          rows[i].allow ? m : -1, 0};
-        if (rows[i].allow)
-            memcpy(mk + words * (size_t)m++, rows[i].allow, sizeof(uint32_t) * words);
-    }
-    int rc = rank_plan_send(t->g, PLAN_STEP, msg, bytes);
-    free(msg);
-    if (rc)
+    if (send_plan(t, &(plan_msg){.type = PLAN_STEP, .n = n, .want = out->taps != NULL, .rows = rows}))
         return -1;
     return agree(t, local_step(t, rows, n, out));
 }
@@ -177,11 +149,7 @@ static int tp_step(void *impl, const engine_row *rows, int n, engine_out *out, c
 static int tp_commit(void *impl, int seq, int64_t old_len, int64_t len)
 {
     tp_backend *t = impl;
-    struct {
-        int32_t seq, pad;
-        int64_t old_len, len;
-    } m = {seq, 0, old_len, len};
-    if (rank_plan_send(t->g, PLAN_COMMIT, &m, sizeof m))
+    if (send_plan(t, &(plan_msg){.type = PLAN_COMMIT, .seq = seq, .old_len = old_len, .len = len}))
         return -1;
     return agree(t, t->ops->commit(t->impl, seq, old_len, len));
 }
@@ -189,64 +157,19 @@ static int tp_commit(void *impl, int seq, int64_t old_len, int64_t len)
 static int tp_draft(void *impl, const engine_draft_req *req, int n, int32_t *drafts, float *conf)
 {
     tp_backend *t = impl;
-    size_t bytes = sizeof(int32_t) * 2 + sizeof(engine_draft_req) * (size_t)n;
-    unsigned char *msg = dsk_malloc(bytes);
-    if (!msg)
-        return -1;
-    int32_t head[2] = {n, conf != NULL};
-    memcpy(msg, head, sizeof head);
-    memcpy(msg + sizeof head, req, sizeof(engine_draft_req) * (size_t)n);
-    int rc = rank_plan_send(t->g, PLAN_DRAFT, msg, bytes);
-    free(msg);
-    if (rc)
+    if (send_plan(t, &(plan_msg){.type = PLAN_DRAFT, .n = n, .want = conf != NULL, .drafts = req}))
         return -1;
     return agree(t, t->ops->draft(t->impl, req, n, drafts, conf));
 }
 
 /* An image: its patches cross the channel and every rank runs the whole tower on them (vision.md §3.8: the
  * tower is replicated; the same code on the same bits gives every rank the same span rows). */
-typedef struct {
-    int32_t seq, n_vit_h, n_vit_w, patch_values; /* patch_values: 3·patch² */
-    int64_t pos;
-    uint64_t key;
-} image_head;
-
 static int tp_image(void *impl, int seq, int64_t pos, const engine_image *img)
 {
     tp_backend *t = impl;
-    const model_config *c = t->cfg;
-    image_head h = {seq, img->n_vit_h, img->n_vit_w, 3 * c->vision_patch_size * c->vision_patch_size, pos, img->key};
-    size_t pb = sizeof(uint16_t) * (size_t)img->n_vit_h * img->n_vit_w * h.patch_values;
-    unsigned char *msg = dsk_malloc(sizeof h + pb);
-    if (!msg)
-        return -1;
-    memcpy(msg, &h, sizeof h);
-    memcpy(msg + sizeof h, img->patches, pb);
-    int rc = rank_plan_send(t->g, PLAN_IMAGE, msg, sizeof h + pb);
-    free(msg);
-    if (rc)
+    if (send_plan(t, &(plan_msg){.type = PLAN_IMAGE, .seq = seq, .pos = pos, .image = *img}))
         return -1;
     return agree(t, t->ops->image(t->impl, seq, pos, img));
-}
-
-static int follow_image(tp_backend *t, const unsigned char *msg, size_t bytes)
-{
-    image_head h;
-    if (bytes < sizeof h)
-        return agree(t, dsk_err("an image plan of %zu bytes has no header", bytes));
-    memcpy(&h, msg, sizeof h);
-    if (h.n_vit_h < 1 || h.n_vit_w < 1 || h.patch_values < 1 ||
-        bytes != sizeof h + sizeof(uint16_t) * (size_t)h.n_vit_h * h.n_vit_w * h.patch_values)
-        return agree(t, dsk_err("an image plan of %zu bytes does not hold a %d x %d patch grid", bytes, h.n_vit_h,
-                                h.n_vit_w));
-    uint16_t *patches = dsk_malloc(bytes - sizeof h); /* aligned for the tower's reads */
-    if (!patches)
-        return agree(t, -1);
-    memcpy(patches, msg + sizeof h, bytes - sizeof h);
-    engine_image img = {patches, h.n_vit_h, h.n_vit_w, h.key};
-    int rc = agree(t, t->ops->image(t->impl, h.seq, h.pos, &img));
-    free(patches);
-    return rc;
 }
 
 /* rank 0's own store (each rank reads its rows itself) */
@@ -372,9 +295,7 @@ int tp_backend_open(const engine_backend_args *a, void **impl, const engine_back
         tp_close(t);
         return -1;
     }
-    t->vocab = a->info->cfg->vocab_size;
-    t->cfg = a->info->cfg;
-    t->draft_block = a->info->draft_block;
+    plan_limits_init(&t->lim, a->info->cfg, o->max_rows, o->max_seqs, a->info->context, a->info->draft_block);
     *impl = t;
     *ops = t->follower ? &follower_ops : &tp_ops;
     return 0;
@@ -382,102 +303,109 @@ int tp_backend_open(const engine_backend_args *a, void **impl, const engine_back
 
 /* ---- a follower ---- */
 
-static int follow_step(tp_backend *t, const unsigned char *msg, size_t bytes)
+/* A decoded call against the sequences open on this rank (what engine.c checks on rank 0 with its table):
+ * a backend indexes its sequences by id and trusts that the engine checked them. */
+static int seq_state_error(const unsigned char *open, const plan_msg *m)
 {
-    step_head h;
-    memcpy(&h, msg, sizeof h);
-    size_t words = (size_t)(t->vocab + 31) / 32;
-    if (bytes != sizeof h + sizeof(wire_row) * (size_t)h.n + sizeof(uint32_t) * words * (size_t)h.masks)
-        return dsk_err("a step plan of %zu bytes does not hold %d rows and %d masks", bytes, h.n, h.masks);
-    const wire_row *w = (const wire_row *)(msg + sizeof h);
-    const uint32_t *mk = (const uint32_t *)(w + h.n);
-    engine_row *rows = dsk_malloc(sizeof *rows * (size_t)(h.n > 0 ? h.n : 1));
-    int32_t *tokens = dsk_malloc(sizeof(int32_t) * (size_t)(h.n > 0 ? h.n : 1));
-    uint16_t *taps = NULL;
-    if (!rows || !tokens) {
-        free(rows);
-        free(tokens);
-        return -1;
+    char name[16];
+    const char *what = plan_type_name(m->type, name);
+    switch (m->type) {
+    case PLAN_SEQ_OPEN:
+        return open[m->seq] ? dsk_err("plan: a %s message for sequence %d, which is open", what, m->seq) : 0;
+    case PLAN_SEQ_CLOSE:
+    case PLAN_COMMIT:
+    case PLAN_IMAGE:
+        return open[m->seq] ? 0 : dsk_err("plan: a %s message for sequence %d, which is not open", what, m->seq);
+    case PLAN_STEP:
+        for (int i = 0; i < m->n; i++)
+            if (!open[m->rows[i].seq])
+                return dsk_err("plan: a step message: row %d: sequence %d is not open", i, m->rows[i].seq);
+        return 0;
+    case PLAN_DRAFT:
+        for (int i = 0; i < m->n; i++)
+            if (!open[m->drafts[i].seq])
+                return dsk_err("plan: a draft message: request %d: sequence %d is not open", i, m->drafts[i].seq);
+        return 0;
+    default: return 0;
     }
-    for (int i = 0; i < h.n; i++)
-        rows[i] = (engine_row){.seq = w[i].seq, .token = w[i].token, .pos = w[i].pos, .sample = w[i].sample,
-                               .sp = w[i].sp, .allow = w[i].allow >= 0 ? mk + words * (size_t)w[i].allow : NULL,
-                               .top_logprobs = w[i].top_logprobs};
-    engine_out out = {.tokens = tokens, .taps = taps};
-    int rc = agree(t, local_step(t, rows, h.n, &out));
-    free(rows);
-    free(tokens);
-    return rc;
+}
+
+/* Run one decoded call on this rank's backend; the ranks agree on its outcome as rank 0's call does. */
+static int follow_call(tp_backend *t, const plan_msg *m, unsigned char *open)
+{
+    const engine_backend_ops *ops = t->ops;
+    switch (m->type) {
+    case PLAN_SEQ_OPEN: {
+        int rc = agree(t, ops->seq_open(t->impl, m->seq, m->reserve, m->flags));
+        open[m->seq] = rc == 0; /* as rank 0's engine counts it */
+        return rc;
+    }
+    case PLAN_SEQ_CLOSE:
+        ops->seq_close(t->impl, m->seq);
+        open[m->seq] = 0;
+        return 0;
+    case PLAN_STEP: {
+        int32_t *tokens = dsk_malloc(sizeof(int32_t) * (size_t)m->n);
+        if (!tokens)
+            return -1;
+        engine_out out = {.tokens = tokens};
+        int rc = agree(t, local_step(t, m->rows, m->n, &out));
+        free(tokens);
+        return rc;
+    }
+    case PLAN_COMMIT: return agree(t, ops->commit(t->impl, m->seq, m->old_len, m->len));
+    case PLAN_DRAFT: {
+        size_t k = (size_t)(m->n > 0 ? m->n : 1) * (size_t)(t->lim.draft_block + 1);
+        int32_t *d = dsk_malloc(sizeof(int32_t) * k);
+        float *conf = dsk_malloc(sizeof(float) * k);
+        int rc = d && conf ? agree(t, ops->draft(t->impl, m->drafts, m->n, d, m->want ? conf : NULL)) : -1;
+        free(d);
+        free(conf);
+        return rc;
+    }
+    case PLAN_IMAGE: return agree(t, ops->image(t->impl, m->seq, m->pos, &m->image));
+    default: return 0;
+    }
 }
 
 int tp_backend_follow(void *impl)
 {
     tp_backend *tb = impl, t = *tb;
     rank_group *g = t.g;
-    const engine_backend_ops *ops = t.ops;
-    void *local = t.impl;
+    rank_xchg *x = rank_group_xchg(g);
+    unsigned char *open = dsk_calloc((size_t)t.lim.max_seqs, 1);
+    if (!open)
+        return -1;
     for (;;) {
         uint32_t type;
         void *p;
         size_t bytes;
-        if (rank_plan_recv(g, &type, &p, &bytes))
+        plan_msg m;
+        if (rank_plan_recv(g, t.lim.max_bytes, &type, &p, &bytes)) {
+            free(open);
             return -1;
-        const unsigned char *m = p;
-        int rc = 0;
-        switch (type) {
-        case PLAN_SHUTDOWN:
+        }
+        if (plan_decode(type, p, bytes, &t.lim, &m) || seq_state_error(open, &m)) {
+            /* rank 0 sends only calls its engine checked: this peer is broken or hostile, and what it
+             * expects next is unknown. Every rank stops, told why. */
+            x->abort(x, dsk_err_msg());
+            plan_msg_free(&m);
             free(p);
-            return 0;
-        case PLAN_SEQ_OPEN: {
-            struct {
-                int32_t seq;
-                uint32_t flags;
-                int64_t reserve;
-            } a;
-            memcpy(&a, m, sizeof a);
-            rc = agree(&t, ops->seq_open(local, a.seq, a.reserve, a.flags));
-            break;
-        }
-        case PLAN_SEQ_CLOSE: {
-            int32_t s;
-            memcpy(&s, m, sizeof s);
-            ops->seq_close(local, s);
-            break;
-        }
-        case PLAN_STEP:
-            rc = follow_step(&t, m, bytes);
-            break;
-        case PLAN_IMAGE:
-            rc = follow_image(&t, m, bytes);
-            break;
-        case PLAN_COMMIT: {
-            struct {
-                int32_t seq, pad;
-                int64_t old_len, len;
-            } a;
-            memcpy(&a, m, sizeof a);
-            rc = agree(&t, ops->commit(local, a.seq, a.old_len, a.len));
-            break;
-        }
-        case PLAN_DRAFT: {
-            int32_t head[2];
-            memcpy(head, m, sizeof head);
-            int n = head[0];
-            int32_t *d = dsk_malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1) * (size_t)(t.draft_block + 1));
-            float *conf = dsk_malloc(sizeof(float) * (size_t)(n > 0 ? n : 1) * (size_t)(t.draft_block + 1));
-            rc = d && conf ? agree(&t, ops->draft(local, (const engine_draft_req *)(m + sizeof head), n, d,
-                                                  head[1] ? conf : NULL))
-                           : -1;
-            free(d);
-            free(conf);
-            break;
-        }
-        default:
-            rc = dsk_err("an unknown plan message (type %u)", type);
-        }
-        free(p);
-        (void)rc; /* a failed call failed on every rank (agree); the group goes on */
-        if (rank_group_xchg(g)->aborted(rank_group_xchg(g)))
+            free(open);
             return -1;
+        }
+        int stop = type == PLAN_SHUTDOWN;
+        if (!stop)
+            (void)follow_call(&t, &m, open); /* a failed call failed on every rank (agree); the group goes on */
+        plan_msg_free(&m);
+        free(p);
+        if (stop) {
+            free(open);
+            return 0;
+        }
+        if (x->aborted(x)) {
+            free(open);
+            return -1;
+        }
     }
 }

@@ -2,6 +2,7 @@
  * Null counts as absent (some clients send every field). */
 #include "runtime/server/oai_parse.h"
 #include "runtime/common/error.h"
+#include "runtime/common/escape.h"
 #include "runtime/tokenizer/dsml.h"
 
 #include <math.h>
@@ -74,16 +75,24 @@ static const field completion_fields[] = {
     {NULL, 0, 0, NULL},
 };
 
+/* What the client sent comes back in the message and the param (a field's name, jansson's text near a
+ * syntax error): both are escaped (escape.h), so the error's JSON body can always be built (a name cut
+ * in the middle of a character made it fail, and the client got no answer) and a control character
+ * never reaches a terminal or a log line; a long name is cut between characters. */
 int oai_fail(oai_error *e, int status, const char *type, const char *code, const char *param, const char *fmt, ...)
 {
     e->status = status;
     e->type = type;
     e->code = code;
-    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    param = param ? param : "";
+    dsk_escape(param, strlen(param), 0, e->param, sizeof e->param);
+    char raw[sizeof e->message];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    int n = vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    size_t len = n < 0 ? 0 : (size_t)n < sizeof raw ? (size_t)n : sizeof raw - 1;
+    dsk_escape(raw, len, DSK_ESC_KEEP_NEWLINES, e->message, sizeof e->message);
     return -1;
 }
 

@@ -18,7 +18,7 @@ typedef struct {
     const char *type;    /* OpenAI error type: invalid_request_error, ... */
     const char *code;    /* or NULL */
     char param[64];      /* the field, "" when none */
-    char message[512];
+    char message[1024];  /* as long as http_error writes */
 } oai_error;
 
 typedef struct {
@@ -38,7 +38,8 @@ int oai_parse_chat(const json_t *req, const char *served_name, oai_params *p, oa
 int oai_parse_completion(const json_t *req, const char *served_name, oai_params *p, oai_error *e);
 void oai_params_free(oai_params *p);
 
-/* Set e (and return -1): the usual 400 naming a field. */
+/* Set e (and return -1): the usual 400 naming a field. The param and the message are escaped
+ * (runtime/common/escape.h): printable, valid UTF-8, the param cut between characters. */
 int oai_fail(oai_error *e, int status, const char *type, const char *code, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 

@@ -1,9 +1,10 @@
-/* The routes: what each answers (docs/serving.md). Generation routes check the request
- * (oai_parse.c), encode the prompt, check it against the context and the pool, hand a request to the
- * scheduler and wait for it; the others answer at once. */
+/* The routes: what each answers (docs/serving.md). Generation routes prepare the request from its body
+ * (prepare.c: the fields, the prompt, the grammar, the context and the pool), hand it to the scheduler and
+ * wait for it; the others answer at once. */
 #include "runtime/common/error.h"
 #include "runtime/server/http.h"
 #include "runtime/server/oai_parse.h"
+#include "runtime/server/prepare.h"
 #include "runtime/tokenizer/chat.h"
 
 #include <stdio.h>
@@ -40,16 +41,10 @@ static enum MHD_Result bad_request(http_ctx *cx, const oai_error *e)
 /* The body as a JSON object; NULL after answering 400. */
 static json_t *body_json(http_ctx *cx, enum MHD_Result *rc)
 {
-    json_error_t err;
-    json_t *j = json_loadb(cx->body.data ? cx->body.data : "", cx->body.len, JSON_REJECT_DUPLICATES, &err);
-    if (!j)
-        *rc = http_error(cx, 400, "invalid_request_error", "invalid_json", NULL,
-                         "the body is not valid JSON: %s (line %d, column %d)", err.text, err.line, err.column);
-    else if (!json_is_object(j)) {
-        json_decref(j);
-        j = NULL;
-        *rc = http_error(cx, 400, "invalid_request_error", "invalid_json", NULL, "the body must be a JSON object");
-    }
+    json_t *j;
+    oai_error e;
+    if (srv_body_json(cx->body.data, cx->body.len, &j, &e))
+        *rc = bad_request(cx, &e);
     return j;
 }
 
@@ -61,179 +56,29 @@ static void new_id(server *s, const char *prefix, char *out, size_t n)
 
 /* ---- generation ---- */
 
-/* A text prompt (BOS first, control-token strings matched as the tokenizer does) or token ids. */
-static int completion_prompt(server *s, const json_t *pr, tok_ids *ids, oai_error *e)
+/* What the request path reads from the server (prepare.h). */
+static srv_limits limits_of(const server *s)
 {
-    if (json_is_string(pr)) {
-        int32_t *v;
-        size_t n;
-        if (tok_encode(s->tok, json_string_value(pr), json_string_length(pr), 1, &v, &n))
-            return oai_fail(e, 400, "invalid_request_error", NULL, "prompt", "prompt: %s", dsk_err_msg());
-        *ids = (tok_ids){v, n, n};
-        return 0;
-    }
-    size_t i;
-    const json_t *x;
-    json_array_foreach(pr, i, x) {
-        json_int_t id = json_integer_value(x);
-        if (id < 0 || id >= s->vocab)
-            return oai_fail(e, 400, "invalid_request_error", NULL, "prompt", "prompt[%zu]: %lld is not a token id in "
-                            "[0, %d)", i, (long long)id, s->vocab);
-        if (tok_ids_push(ids, (int32_t)id))
-            return oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
-    }
-    return 0;
-}
-
-/* Limits against the context and the pool, then the request itself (the prompt and stops move into it). */
-static srv_req *make_request(http_ctx *cx, oai_params *p, tok_ids *ids, const char *id, oai_error *e)
-{
-    server *s = cx->srv;
-    int64_t n = (int64_t)ids->len;
-    if (n >= s->context) {
-        oai_fail(e, 400, "invalid_request_error", "context_length_exceeded", p->kind == OAI_CHAT ? "messages" : "prompt",
-                 "the prompt is %lld tokens; the context holds %lld positions (at most %lld prompt tokens)",
-                 (long long)n, (long long)s->context, (long long)s->context - 1);
-        return NULL;
-    }
-    int64_t room = s->context - n;
-    int64_t max = p->gen.max_tokens ? p->gen.max_tokens : s->o.default_max_tokens;
-    if (max > room)
-        max = room; /* the reply stops at the context's end with finish_reason "length" */
-    int64_t reserve = n + max + s->window;
-    if (reserve > s->context)
-        reserve = s->context;
-    if (s->pool > 0 && reserve > s->pool) {
-        oai_fail(e, 400, "invalid_request_error", "pool_exceeded", "max_tokens",
-                 "the prompt (%lld tokens) and max_tokens (%lld) need %lld positions; the pool holds %lld (--pool)",
-                 (long long)n, (long long)max, (long long)reserve, (long long)s->pool);
-        return NULL;
-    }
-    srv_req *r = srv_req_new();
-    if (!r) {
-        oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
-        return NULL;
-    }
-    snprintf(r->id, sizeof r->id, "%s", id);
-    r->prompt = ids->data;
-    r->n_prompt = (int)n;
-    *ids = (tok_ids){0};
-    r->gen = p->gen;
-    r->gen.max_tokens = (int)max;
-    p->gen.stops = NULL;
-    p->gen.n_stops = 0;
-    p->gen.grammar = NULL;
-    r->reserve = reserve;
-    r->t_arrival = dsk_now();
-    /* no seed asked: one derived from the request id, sent back in x-dskit-seed; 53 bits, so it goes back
-     * into a request exactly (JSON integers, JavaScript numbers) */
-    if (!p->seed_given)
-        r->gen.sp.seed = dsk_xxh64(id, strlen(id)) & ((1ull << 53) - 1);
-    cx->seed = r->gen.sp.seed;
-    cx->has_seed = 1;
-    return r;
-}
-
-/* A chat's image parts (data URLs), decoded and preprocessed here on the HTTP thread, their spans placed
- * into the prompt; a refusal is a 400 naming the part (a model without a vision tower, a backend that
- * does not run it, an http(s) URL, a bad or oversized image). */
-static int chat_images(server *s, const chat_prompt *cp, engine_prompt *out, oai_error *e)
-{
-    const chat_image *im = cp->images;
-    if (!s->takes_images)
-        return oai_fail(e, 400, "invalid_request_error", NULL, "messages",
-                        "messages[%zu].content[%zu]: %s", im[0].message, im[0].part,
-                        s->cfg->vision_n_layers > 0 ? "this backend does not run the vision tower yet (docs/vision.md)"
-                                                   : "this model has no vision tower: it takes no images");
-    size_t n = cp->n_images;
-    size_t *at = dsk_malloc(sizeof(size_t) * n), *lens = dsk_malloc(sizeof(size_t) * n);
-    const char **urls = dsk_malloc(sizeof(char *) * n);
-    int rc = -1, bad = -1;
-    if (at && lens && urls) {
-        for (size_t k = 0; k < n; k++) {
-            at[k] = im[k].at;
-            urls[k] = im[k].url;
-            lens[k] = im[k].url_len;
-        }
-        rc = engine_prompt_urls(s->cfg, cp->ids.data, cp->ids.len, at, urls, lens, (int)n, s->o.max_body, out, &bad);
-        if (rc && bad >= 0)
-            oai_fail(e, 400, "invalid_request_error", "invalid_image", "messages", "messages[%zu].content[%zu]: %s",
-                     im[bad].message, im[bad].part, dsk_err_msg());
-        else if (rc)
-            oai_fail(e, 400, "invalid_request_error", NULL, "messages", "%s", dsk_err_msg());
-    } else
-        oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
-    free(at);
-    free(lens);
-    free(urls);
-    return rc;
-}
-
-/* Structured output: the request's grammar, compiled here on its own thread (the scheduler only follows
- * it). A refusal is a 400 naming the field and, from the compiler, the keyword and path or the limit. */
-static int constrain(server *s, oai_params *p, int thinking, oai_error *e)
-{
-    double t0 = dsk_now();
-    if (srv_spec_compile(&s->genv, &p->spec, &p->gen.grammar))
-        return oai_fail(e, 400, "invalid_request_error", "invalid_structured_output", p->spec.field,
-                        "%s: %s (refused after %.0f ms)", p->spec.field, dsk_err_msg(), 1e3 * (dsk_now() - t0));
-    p->gen.think_first = thinking;
-    return 0;
+    return (srv_limits){s->tok,     &s->genv,          s->o.served_name, s->vocab,      s->window,
+                        s->context, s->pool,           s->o.default_max_tokens, s->cfg, s->takes_images,
+                        s->o.max_body};
 }
 
 static enum MHD_Result generate(http_ctx *cx, int kind)
 {
     server *s = cx->srv;
-    enum MHD_Result rc = MHD_NO;
-    json_t *req = body_json(cx, &rc);
-    if (!req)
-        return rc;
     char id[64];
     new_id(s, kind == OAI_CHAT ? "chatcmpl" : "cmpl", id, sizeof id);
     cx->id = dsk_strdup(id);
-    oai_params p;
+    srv_limits lim = limits_of(s);
+    srv_prepared p;
     oai_error e = {0};
-    tok_ids ids = {0};
-    chat_prompt cp = {0};
-    engine_prompt images = {0};
-    int thinking = 0;
-    if ((kind == OAI_CHAT ? oai_parse_chat(req, s->o.served_name, &p, &e)
-                          : oai_parse_completion(req, s->o.served_name, &p, &e))) {
-        rc = bad_request(cx, &e);
-        goto done;
-    }
-    if (kind == OAI_CHAT) {
-        if (chat_encode(s->tok, p.chat, 0, &cp)) {
-            rc = http_error(cx, 400, "invalid_request_error", NULL, "messages", "%s", dsk_err_msg());
-            goto done;
-        }
-        if (cp.n_images && chat_images(s, &cp, &images, &e)) {
-            rc = bad_request(cx, &e);
-            goto done; /* cp is freed there */
-        }
-        if (cp.n_images) { /* the prompt with its spans: the ids are the expanded ones */
-            ids = (tok_ids){images.ids, (size_t)images.n_ids, (size_t)images.n_ids};
-            images.ids = NULL;
-        } else {
-            ids = cp.ids;
-            cp.ids = (tok_ids){0};
-        }
-        thinking = cp.thinking;
-    } else if (completion_prompt(s, p.prompt, &ids, &e)) {
-        rc = bad_request(cx, &e);
-        goto done;
-    }
-    if (p.spec.kind != CONS_NONE && constrain(s, &p, thinking, &e)) {
-        rc = bad_request(cx, &e);
-        goto done;
-    }
-    if (!(cx->req = make_request(cx, &p, &ids, id, &e))) {
-        rc = bad_request(cx, &e);
-        goto done;
-    }
-    cx->req->images = images; /* the request owns its spans from here */
-    images = (engine_prompt){0};
-    oai_writer_init(&cx->w, kind, cx->id, s->o.served_name, thinking);
+    if (srv_prepare(&lim, kind, cx->body.data, cx->body.len, id, &p, &e))
+        return bad_request(cx, &e);
+    cx->req = p.req;
+    cx->seed = p.req->gen.sp.seed;
+    cx->has_seed = 1;
+    oai_writer_init(&cx->w, kind, cx->id, s->o.served_name, p.thinking);
     cx->has_writer = 1;
     cx->w.include_usage = p.include_usage;
     cx->w.top_logprobs = cx->req->gen.top_logprobs;
@@ -248,28 +93,17 @@ static enum MHD_Result generate(http_ctx *cx, int kind)
     int finished = r->done, fin = r->finish;
     pthread_mutex_unlock(&r->mu);
     if (gone && !finished)
-        goto done; /* the client left (or the server is stopping): nobody to answer */
+        return MHD_NO; /* the client left (or the server is stopping): nobody to answer */
     /* done with an error (refused, failed, timed out in the queue) before any byte went out; once done,
      * nothing in r changes any more */
-    if (finished && fin == FIN_ERROR) {
-        rc = http_error(cx, r->status, r->err_type ? r->err_type : "server_error", r->err_code, NULL, "%s", r->err);
-        goto done;
-    }
+    if (finished && fin == FIN_ERROR)
+        return http_error(cx, r->status, r->err_type ? r->err_type : "server_error", r->err_code, NULL, "%s", r->err);
     if (p.stream)
-        rc = http_stream(cx);
-    else {
-        pthread_mutex_lock(&r->mu);
-        json_t *body = oai_reply(&cx->w, r);
-        pthread_mutex_unlock(&r->mu);
-        rc = http_json(cx, 200, body);
-    }
-done:
-    tok_ids_free(&ids);
-    engine_prompt_free(&images);
-    chat_prompt_free(&cp);
-    oai_params_free(&p);
-    json_decref(req);
-    return rc;
+        return http_stream(cx);
+    pthread_mutex_lock(&r->mu);
+    json_t *body = oai_reply(&cx->w, r);
+    pthread_mutex_unlock(&r->mu);
+    return http_json(cx, 200, body);
 }
 
 /* ---- the others ---- */

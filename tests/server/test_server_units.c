@@ -4,12 +4,14 @@
 #include "tests/common/test_util.h"
 
 #include "runtime/common/error.h"
+#include "runtime/common/escape.h"
 #include "runtime/common/rng.h"
 #include "runtime/server/auth.h"
 #include "runtime/server/constrain.h"
 #include "runtime/server/detok.h"
 #include "runtime/server/oai_parse.h"
 #include "runtime/server/oai_reply.h"
+#include "runtime/server/prepare.h"
 #include "runtime/server/sha256.h"
 
 #include <string.h>
@@ -545,6 +547,50 @@ static void test_reply_malformed_calls(void **state)
     srv_req_unref(r);
 }
 
+/* An error that echoes what the client sent can always be answered (fuzz_request's findings): its error
+ * body builds, its message and param are printable. A field name of 62 'a's and an 'é' was cut in the
+ * middle of the 'é' (param holds 63 bytes), so the body did not build and the client got no answer; a
+ * control character in the body came back raw in jansson's "near '...'" text, and in a field name. */
+static void expect_answerable(const oai_error *e)
+{
+    size_t n = strlen(e->message), np = strlen(e->param);
+    if (!dsk_is_printable(e->message, n, DSK_ESC_KEEP_NEWLINES) || !dsk_is_printable(e->param, np, 0))
+        fail_msg("not printable: param '%s', message '%s'", e->param, e->message);
+    char *body = oai_error_body(e->message, e->type, e->param, e->code);
+    assert_non_null(body);
+    free(body);
+}
+
+static void test_error_text(void **state)
+{
+    (void)state;
+    char key[80], body[200];
+    memset(key, 'a', 62);
+    snprintf(key + 62, sizeof key - 62, "\xc3\xa9");
+    snprintf(body, sizeof body, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"%s\": 1}", key);
+    json_t *j = parse(body);
+    oai_params p;
+    oai_error e = {0};
+    assert_int_equal(oai_parse_chat(j, "m", &p, &e), -1);
+    assert_string_equal(e.code, "unrecognized_argument");
+    assert_int_equal(strncmp(e.param, key, 62), 0);
+    expect_answerable(&e);
+    oai_params_free(&p);
+    json_decref(j);
+    j = parse("{\"messages\": [{}], \"\\u001b[31mred\": 1}");
+    assert_int_equal(oai_parse_chat(j, "m", &p, &e), -1);
+    expect_answerable(&e);
+    assert_non_null(strstr(e.message, "'\\x1B[31mred'"));
+    oai_params_free(&p);
+    json_decref(j);
+    static const char bad[] = "{\"messages\": [], \"max_tokens\"\x1a 3}";
+    json_t *out;
+    assert_int_equal(srv_body_json(bad, sizeof bad - 1, &out, &e), -1);
+    assert_int_equal(e.status, 400);
+    expect_answerable(&e);
+    assert_non_null(strstr(e.message, "\\x1A"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -552,7 +598,7 @@ int main(void)
         cmocka_unit_test(test_stop_strings),     cmocka_unit_test(test_request_checks),
         cmocka_unit_test(test_structured_specs), cmocka_unit_test(test_steering_completes),
         cmocka_unit_test(test_reply_tool_calls), cmocka_unit_test(test_stream_tool_calls),
-        cmocka_unit_test(test_reply_malformed_calls),
+        cmocka_unit_test(test_reply_malformed_calls), cmocka_unit_test(test_error_text),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
