@@ -175,11 +175,17 @@ static void test_stop_strings(void **state)
         int32_t *ids;
         size_t n_ids;
         assert_ok(tok_encode(TOK, text, n, 0, &ids, &n_ids));
-        /* stops: substrings of the text or strings that are not in it */
+        /* stops: substrings of the text or strings that are not in it; whole characters, as a stop arrives
+         * in a JSON string (a stop starting inside a character matched the plain stream mid-character, where
+         * the released text, always whole characters, cannot end) */
         char s1[64] = {0}, s2[64] = {0};
         size_t a = dsk_rng_below(&R, n), l = 1 + dsk_rng_below(&R, 6);
+        while (a > 0 && ((unsigned char)text[a] & 0xC0) == 0x80)
+            a--;
         if (a + l > n)
             l = n - a;
+        while (a + l < n && l < 60 && ((unsigned char)text[a + l] & 0xC0) == 0x80)
+            l++;
         memcpy(s1, text + a, l);
         snprintf(s2, sizeof s2, "%s", dsk_rng_below(&R, 2) ? "zzz" : "ab ");
         char *stops[2] = {s1, s2};
@@ -191,20 +197,27 @@ static void test_stop_strings(void **state)
         srv_detok_init(&plain, TOK, NULL, 0);
         srv_detok_init(&cut, TOK, stops, n_stops);
         int stopped = 0, st;
+        size_t *upto = malloc(sizeof(size_t) * (n_ids + 1)); /* the plain text's length after each token */
         for (size_t i = 0; i < n_ids; i++) {
             assert_ok(srv_detok_push(&plain, ids[i], &all, &st));
+            upto[i] = all.len;
             if (!stopped)
                 assert_ok(srv_detok_push(&cut, ids[i], &out, &stopped));
         }
         assert_ok(srv_detok_finish(&plain, &all));
+        upto[n_ids] = all.len;
         if (!stopped)
             assert_ok(srv_detok_finish(&cut, &out));
+        /* a stop ends the reply at the token that completes it: the text is cut before the earliest stop
+         * complete in the text known then (a longer stop that began earlier but is not complete yet loses) */
         size_t first = all.len;
-        for (int s = 0; s < n_stops; s++) {
-            const char *at = memmem(all.data, all.len, stops[s], strlen(stops[s]));
-            if (at && (size_t)(at - all.data) < first)
-                first = (size_t)(at - all.data);
-        }
+        for (size_t k = 0; k <= n_ids && first == all.len; k++)
+            for (int s = 0; s < n_stops; s++) {
+                const char *at = memmem(all.data, upto[k], stops[s], strlen(stops[s]));
+                if (at && (size_t)(at - all.data) < first)
+                    first = (size_t)(at - all.data);
+            }
+        free(upto);
         assert_int_equal(stopped, first < all.len);
         assert_int_equal(out.len, first);
         assert_memory_equal(out.data, all.data, first);
