@@ -84,7 +84,8 @@ typedef struct {
                                    selections, counted by every forward (not thread-safe across sequences) */
 } cpu_model;
 
-enum { CPU_HOOK_BLOCK_IN, CPU_HOOK_ATTN_OUT, CPU_HOOK_BLOCK_OUT };
+/* CPU_HOOK_ROUTE: a backbone layer's MoE router logits, fp32 [n][n_experts] in pi (X NULL), before the selection */
+enum { CPU_HOOK_BLOCK_IN, CPU_HOOK_ATTN_OUT, CPU_HOOK_BLOCK_OUT, CPU_HOOK_ROUTE };
 
 /* Open a model folder (config.json + safetensors). Every tensor of the schema must be present with its
  * shape and dtype; an error names the tensor. cache_budget: bytes of decoded EXL3 weights to keep

@@ -55,6 +55,8 @@ int moe_rows(const cpu_model *m, const block_weights *b, const uint16_t *x, int 
         goto done;
     }
     ref_rowmm_bf16(x, b->gate, logits, n, d, E);
+    if (m->layer_hook && b >= m->blocks && b < m->blocks + c->n_layers)
+        m->layer_hook(m->layer_ctx, (int)(b - m->blocks), CPU_HOOK_ROUTE, NULL, logits, n);
     for (int i = 0; i < n; i++) {
         const float *bias = image && image[i] && b->gate_bias_vl ? b->gate_bias_vl : b->gate_bias;
         moe_route(c->route_scale, b->n_experts, b->n_active, bias, logits + (int64_t)i * E,

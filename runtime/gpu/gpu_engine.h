@@ -131,7 +131,9 @@ struct gpu_backend {
     void *hook_ctx;
 };
 
-enum { GPU_HOOK_BLOCK_IN, GPU_HOOK_ATTN_OUT, GPU_HOOK_BLOCK_OUT };
+/* GPU_HOOK_ROUTE: a layer's MoE selection, X = the selected ids (int32 [n][n_active]), pi = the router logits
+ * (fp32 [n][pi_stride = n_experts]) */
+enum { GPU_HOOK_BLOCK_IN, GPU_HOOK_ATTN_OUT, GPU_HOOK_BLOCK_OUT, GPU_HOOK_ROUTE };
 
 /* The round's host plan and its device copy by field (gpu_plan_layout), and the draw's pinned memory. */
 #define P32(b, f) ((int32_t *)((char *)(b)->plan_host + (b)->plan.f))

@@ -320,13 +320,17 @@ static int attention(layer_ctx *L, int l, const gpu_block *g)
     return op_rows_copy(b->k, b->s, b->kv, (int64_t)hd * 2, 0, ring, (int64_t)hd * 2, DEV(b, ring_dst), R, hd * 2);
 }
 
-static int moe(layer_ctx *L, const gpu_block *g)
+static int moe(layer_ctx *L, const gpu_block *g, int l)
 {
     gpu_backend *b = L->b;
     const model_config *c = b->cfg;
     int R = L->sh->R, d = c->dim, E = g->n_experts, Kx = g->n_active;
     TRY(op_rowmm_bf16(b->k, b->s, b->xn, g->gate, b->gate_logits, R, d, E));
     TRY(op_moe_route(b->k, b->s, b->gate_logits, E, g->gate_bias, R, E, Kx, c->route_scale, b->moe_ids, b->moe_w, 0));
+    if (b->hook) {
+        CU_TRY(cu.cuStreamSynchronize(b->s));
+        b->hook(b->hook_ctx, l, GPU_HOOK_ROUTE, b->moe_ids, b->gate_logits, E, R);
+    }
     TRY(op_exl3_moe(b->k, b->s, &g->experts, b->xn, d, R, b->moe_ids, b->moe_w, Kx, 0, b->y32, d, 0, &b->ws,
                     EXL3_AUTO));
     TRY(op_exl3_moe(b->k, b->s, &g->shared, b->xn, d, R, 0, 0, 1, 0, b->y32, d, 1, &b->ws, EXL3_AUTO));
@@ -374,7 +378,7 @@ int gpu_layer(layer_ctx *L, int l)
     /* FFN sublayer: single pass, its input uses the attention's pre (model.md §3.4) */
     TRY(op_mhc_mix(b->k, b->s, &md, b->X2, g->hc_fn[1], g->hc_base[1], g->hc_scale[1], b->coef2, R, b->ws_misc, mws));
     TRY(op_mhc_pre(b->k, b->s, b->X2, b->coef, ncoef, g->ffn_norm, c->norm_eps, b->xn, 0, R, hc, d));
-    if (moe(L, g))
+    if (moe(L, g, l))
         return dsk_err_ctx("layer %d: MoE", l);
     TRY(op_mhc_post(b->k, b->s, b->y16, b->X2, b->coef2, b->X, R, hc, d));
     /* the next block's π is this one's ffn pre: coef2's rows (pre first) */

@@ -63,6 +63,8 @@ static float *dupf(const float *x, size_t n)
 static void record_hook(void *ctx, int l, int stage, uint16_t *Xs, float *pi, int n)
 {
     (void)ctx;
+    if (stage == CPU_HOOK_ROUTE)
+        return;
     size_t e = stream_elems(n), hc = (size_t)n * M->cfg.hc_mult;
     layer_rec *r = &rec[cur_call][l];
     if (stage == CPU_HOOK_BLOCK_IN) {
@@ -91,6 +93,8 @@ static double rel_err(const uint16_t *a, const uint16_t *b, size_t n)
 static void forcing_hook(void *ctx, int l, int stage, uint16_t *Xs, float *pi, int n)
 {
     rank_ctx *rc = ctx;
+    if (stage == CPU_HOOK_ROUTE)
+        return;
     size_t e = stream_elems(n), hc = (size_t)n * M->cfg.hc_mult;
     layer_rec *r = &rec[cur_call][l];
     if (stage == CPU_HOOK_BLOCK_IN) {
