@@ -406,8 +406,8 @@ int build_finish(gr_build *b, grammar **out)
         g->exc = NULL;
         goto out;
     }
-    for (int i = 0; i < 16; i++)
-        atomic_init(&g->xmasks[i], NULL);
+    for (int i = 0; i < 32; i++)
+        atomic_init(&g->later_masks[i], NULL);
     atomic_init(&g->cache_bytes, 0);
     for (uint32_t i = 0; i < g->n; i++) {
         atomic_init(&g->cache[i], NULL);

@@ -30,8 +30,8 @@ struct gr_entry {
 
 void mask_cache_free(grammar *g)
 {
-    for (int i = 0; i < 16; i++)
-        free(atomic_load_explicit(&g->xmasks[i], memory_order_relaxed));
+    for (int i = 0; i < 32; i++)
+        free(atomic_load_explicit(&g->later_masks[i], memory_order_relaxed));
     if (g->cache)
         for (uint32_t i = 0; i < g->n; i++)
             free(atomic_load_explicit(&g->cache[i], memory_order_relaxed));
@@ -195,7 +195,9 @@ static gr_entry *compute_entry(const grammar *g, uint32_t q)
     w->slot = dsk_calloc(w->mask + 1, sizeof *w->slot);
     w->bits = dsk_calloc(g->v->words, sizeof *w->bits);
     w->other = dsk_calloc((g->v->n_other + 31) / 32 + 1, sizeof *w->other);
-    if (!w->fr || !w->slot || !w->bits || !w->other)
+    w->scratch = dsk_malloc(g->v->words * sizeof *w->scratch);
+    w->scratch2 = dsk_malloc(g->v->words * sizeof *w->scratch2);
+    if (!w->fr || !w->slot || !w->bits || !w->other || !w->scratch || !w->scratch2)
         goto done;
     w->fr[0] = (wframe){0, 0};
     w->n_fr = 1; /* frame 0 is the state's own rule */
@@ -214,6 +216,8 @@ done:
     free(w->slot);
     free(w->bits);
     free(w->other);
+    free(w->scratch);
+    free(w->scratch2);
     free(w->unc);
     free(w->tunc);
     free(w);

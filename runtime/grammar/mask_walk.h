@@ -34,6 +34,7 @@ typedef struct {
     uint8_t n_items[256];
     uint32_t *bits;  /* accepted plain ids */
     uint32_t *other; /* accepted non-plain tokens, by vocab.other_index */
+    uint32_t *scratch, *scratch2; /* two masks' worth of room for plain.c */
     urange *unc; /* uncertain subtrees */
     uint32_t n_unc, cap_unc;
     uent *tunc; /* uncertain tokens walked one by one */
@@ -47,9 +48,9 @@ static inline int walk_simple(const grammar *g, uint32_t q)
     return !(g->flags[q] & GR_SLOW);
 }
 
-/* Walk nodes [from, to) of trie k (whole subtrees) from state q, marking the tokens accepted in
- * w->bits and recording the uncertain subtrees; with need, only the plain-trie subtrees that hold
- * one of those tracked bytes (or lie below one). */
+/* Walk nodes [from, to) of trie k (whole subtrees below one node, whose prefix led to state q),
+ * marking the tokens accepted in w->bits and recording the uncertain subtrees; with need, only the
+ * plain tokens holding one of those tracked bytes below the range's top depth. */
 void walk_trie(walk *w, uint32_t q, int k, uint32_t from, uint32_t to, uint64_t need);
 /* One token from q, byte by byte, with the same rules. */
 void walk_token(walk *w, uint32_t q, int32_t id);

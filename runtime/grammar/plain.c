@@ -1,13 +1,23 @@
 /* Plain tokens by character chains (for mask.c).
  *
- * From a state x, "regular" plain characters all lead to one state t, the rest are exceptions:
- * dead ones, and live ones (leading elsewhere). Following t from state to state gives a chain; a
- * plain token of at most `run` characters none of which is an exception anywhere on the chain is
- * accepted without walking it, by bitmask operations over the vocabulary's precomputed rows.
- * Tokens holding a live exception are found by walking only the trie subtrees that hold one;
- * tokens whose exceptions are all dead everywhere on the chain are rejected; an exception only at
- * the first character costs the trie subtree that opens with it. In a JSON string there are no
- * exceptions; a raw DSML value has one, '<' (163 tokens), since "</" may start its end tag. */
+ * From a state x, "regular" plain characters all lead to one state t (or to states that act as t on
+ * every plain character), the rest are exceptions: dead ones, and live ones (leading elsewhere).
+ * Following t from state to state gives a chain; a plain token of at most `run` characters with no
+ * exception where it stands (the first character against x's exceptions, later ones against the
+ * later states') is accepted without walking it, by operations on the vocabulary's mask rows: by
+ * character count, by first character, and by the bytes after the first. Every token has one first
+ * character, so the tokens opening with an exception are built from whichever side is cheaper;
+ * "holds one of these bytes later" is kept per grammar, since the positions of a bounded repetition
+ * share one set. The rest:
+ *  - tokens opening with a live exception: the trie subtree below that byte, as a level of its own
+ *    when it is large (the same shortcut one character in: the 40k tokens opening with ' ' before
+ *    free text, or a capitalized word), else walked;
+ *  - tokens holding a later exception that is live somewhere: walked one by one from id lists, or
+ *    the trie subtrees that hold one; those holding one that is dead at every later position: out;
+ *  - tokens running past a chain that dies after `run` characters with a few live exceptions (the
+ *    '.' that ends "[^\n]{0,60}\."): walked one by one, the few long ones that hold one.
+ * In a JSON string there are no exceptions; a raw DSML value has one, '<' (163 tokens), since "</"
+ * may start its end tag. */
 #include "runtime/common/error.h"
 #include "runtime/grammar/mask_walk.h"
 
@@ -75,6 +85,31 @@ static uint32_t multibyte_target(const grammar *g, uint32_t x)
     return m;
 }
 
+/* Whether states y and t of one rule go to the same state on every byte a plain character can open
+ * with: then every plain text leads both to the same state, and they accept the same plain tokens.
+ * (Both are simple, so the accept bit they may differ in matters to EOS only.) So a character that
+ * leads to y instead of the regular target t is regular all the same: the '.' that may end a bounded
+ * text, {0,60} of it, before its final '.'. */
+static int plain_alike(const grammar *g, uint32_t y, uint32_t t)
+{
+    if (y == t)
+        return 1;
+    if (!walk_simple(g, y) || !walk_simple(g, t))
+        return 0;
+    const uint16_t *cls = g->cls + (size_t)g->rule[t] * GR_NSYM;
+    const uint32_t *ry = g->next + g->row[y], *rt = g->next + g->row[t];
+    if (!memcmp(ry, rt, g->ncls[g->rule[t]] * sizeof *ry))
+        return 1;
+    for (unsigned b = 0x20, last = UINT32_MAX; b < 0xF5; b++) {
+        if ((!plain_ascii(b) && b < 0xC2) || cls[b] == last)
+            continue;
+        if (ry[cls[b]] != rt[cls[b]])
+            return 0;
+        last = cls[b];
+    }
+    return 1;
+}
+
 #define TEXT_LIKE 20 /* regular ASCII bytes a state needs for the chain shortcut to pay off */
 #define FEW_LIVE 8   /* live exceptions a dying state may have and still end a chain */
 
@@ -116,9 +151,16 @@ static uint32_t plain_step(const grammar *g, uint32_t x, bset *dead, bset *live)
             t = 0;
         }
     }
-    for (unsigned b = 0x20; b < 0x7F; b++)
-        if (plain_ascii(b) && (target[b] != t || !t))
-            bs_set(target[b] ? live : dead, (int)b);
+    uint32_t alike = GR_NONE; /* the last live target found alike to t */
+    for (unsigned b = 0x20; b < 0x7F; b++) {
+        if (!plain_ascii(b) || (target[b] == t && t))
+            continue;
+        if (t && target[b] && (target[b] == alike || plain_alike(g, target[b], t))) {
+            alike = target[b];
+            continue;
+        }
+        bs_set(target[b] ? live : dead, (int)b);
+    }
     if (m != t || !t)
         bs_set(dead, GR_NONASCII); /* m is 0 then */
     return t;
@@ -185,180 +227,352 @@ static int32_t plain_run(const grammar *g, uint32_t q)
     return r;
 }
 
-/* The exceptions met along q's chain of `run` characters: at the first character (first), at the
- * later ones (later; at the dying state that may end a short chain, only its live ones), and those
- * dead at every position (dead). */
-static void chain_exceptions(const grammar *g, uint32_t q, int32_t run, bset *first, bset *later, bset *dead)
+/* The exceptions met along a chain of `run` characters, as byte sets. */
+typedef struct {
+    bset first; /* at the first character (when the chain dies right there: its live ones) */
+    bset live0; /* the live ones among them */
+    bset later; /* at characters 1 .. run - 1, and at every character of a loop */
+    bset end;   /* the live ones of a dying state after run >= 1 characters */
+    bset dead;  /* those of later dead at every character after the first, the end included */
+} chain;
+
+static void chain_exceptions(const grammar *g, uint32_t q, int32_t run, chain *c)
 {
     bset d, l;
-    *first = *later = (bset){{0, 0}};
-    *dead = (bset){{~0ull, ~0ull}};
+    *c = (chain){.dead = {{~0ull, ~0ull}}};
     uint32_t x = q;
     for (int32_t j = 0;; j++) {
         uint32_t t = plain_memo(g, x, &d, &l);
-        bset *at = j ? later : first;
         if (j == run) { /* after run characters: a dying end lets its live exceptions go on */
             for (int i = 0; !t && i < 2; i++) {
-                at->w[i] |= l.w[i];
-                dead->w[i] &= d.w[i];
+                (j ? &c->end : &c->first)->w[i] |= l.w[i];
+                c->live0.w[i] |= j ? 0 : l.w[i];
+                c->dead.w[i] &= j ? d.w[i] : ~0ull;
             }
             break;
         }
         for (int i = 0; i < 2; i++) {
-            at->w[i] |= d.w[i] | l.w[i];
-            dead->w[i] &= d.w[i];
+            (j ? &c->later : &c->first)->w[i] |= d.w[i] | l.w[i];
+            c->live0.w[i] |= j ? 0 : l.w[i];
+            c->dead.w[i] &= j ? d.w[i] : ~0ull;
         }
         if (t == x) { /* a self-loop: every further step the same */
-            for (int i = 0; i < 2; i++)
-                later->w[i] |= d.w[i] | l.w[i];
+            for (int i = 0; i < 2; i++) {
+                c->later.w[i] |= d.w[i] | l.w[i];
+                c->dead.w[i] &= d.w[i];
+            }
             break;
         }
         x = t;
     }
     for (int i = 0; i < 2; i++)
-        dead->w[i] &= first->w[i] | later->w[i];
-}
-
-typedef struct {
-    uint64_t key[4]; /* first-byte exceptions, anywhere exceptions */
-    uint32_t bits[];
-} xmask;
-
-/* The plain tokens opening with a byte of `first` or holding one of `other`: an OR of many rows,
- * the same for every position of a bounded repetition, so kept per grammar (a few sets at most).
- * *owned: the caller frees the mask (the cache was full). */
-static const uint32_t *exclusion(const grammar *g, const bset *first, const bset *other, int *owned)
-{
-    const grammar_vocab *v = g->v;
-    uint64_t key[4] = {first->w[0], first->w[1], other->w[0], other->w[1]};
-    grammar *mg = (grammar *)g; /* the cache is the grammar's only mutable part, and atomic */
-    *owned = 0;
-    for (int i = 0; i < 16; i++) {
-        const xmask *x = atomic_load_explicit(&mg->xmasks[i], memory_order_acquire);
-        if (x && !memcmp(x->key, key, sizeof key))
-            return x->bits;
-    }
-    xmask *x = dsk_malloc(sizeof *x + v->words * sizeof(uint32_t));
-    if (!x)
-        return NULL;
-    memcpy(x->key, key, sizeof key);
-    const uint32_t *rows[128];
-    int n = 0;
-    for (int b = 0; b < 128; b++) {
-        if (bs_has(first, b))
-            rows[n++] = v->starts + (size_t)b * v->words;
-        else if (bs_has(other, b))
-            rows[n++] = v->contains + (size_t)b * v->words;
-    }
-    /* in blocks of words, so the block of the result stays in registers/L1 across all rows */
-    for (uint32_t i0 = 0; i0 < v->words; i0 += 64) {
-        uint32_t n_w = v->words - i0 < 64 ? v->words - i0 : 64, acc[64] = {0};
-        for (int k = 0; k < n; k++)
-            for (uint32_t i = 0; i < n_w; i++)
-                acc[i] |= rows[k][i0 + i];
-        memcpy(x->bits + i0, acc, n_w * sizeof *acc);
-    }
-    for (int i = 0; i < 16; i++) {
-        void *expected = NULL;
-        if (atomic_compare_exchange_strong_explicit(&mg->xmasks[i], &expected, x, memory_order_acq_rel,
-                                                    memory_order_acquire))
-            return x->bits;
-        const xmask *y = expected;
-        if (!memcmp(y->key, key, sizeof key)) { /* another thread just added the same */
-            free(x);
-            return y->bits;
-        }
-    }
-    *owned = 1;
-    return x->bits;
-}
-
-static void free_exclusion(const uint32_t *bits, int owned)
-{
-    if (owned)
-        free((uint8_t *)bits - offsetof(xmask, bits));
+        c->dead.w[i] &= c->later.w[i];
 }
 
 #define EXCEPTION_TOKENS 32768 /* above this many exception tokens, walking the trie is cheaper */
+#define SUBTREE_NODES 1024     /* a first-byte subtree larger than this is worth a level of its own */
 
-int32_t plain_by_chain(walk *w, uint32_t q)
+/* The plain tokens a level decides: depth 0, all of them, from q (x = q); depth 1, those opening with
+ * the byte of trie node `node`, from x = q after that byte, characters counted after it. */
+typedef struct {
+    uint32_t q, x, node;
+    int depth;
+} level;
+
+static uint32_t inner_count(const grammar_vocab *v, const bset *s)
+{
+    uint32_t n = 0;
+    for (int c = 0; c < 128; c++)
+        n += bs_has(s, c) ? v->inner_off[c + 1] - v->inner_off[c] : 0;
+    return n;
+}
+
+/* x |= row. In blocks of a fixed size, which GCC vectorizes at -O2 (a plain loop it does not). */
+static void or_row(uint32_t *restrict x, const uint32_t *restrict row, size_t words)
+{
+    size_t i = 0;
+    for (; i + 64 <= words; i += 64)
+        for (size_t k = 0; k < 64; k++)
+            x[i + k] |= row[i + k];
+    for (; i < words; i++)
+        x[i] |= row[i];
+}
+
+static void set_subtree(const grammar_vocab *v, uint32_t node, uint32_t *x)
+{
+    const gr_trie *t = &v->trie[GR_TRIE_PLAIN];
+    for (uint32_t i = node; i < t->end[node]; i++)
+        for (int32_t id = t->tok[i]; id >= 0; id = t->more[i] ? v->same[id] : -1)
+            x[(uint32_t)id / 32] |= 1u << (id & 31);
+}
+
+/* The depth-1 nodes below the level's node, by byte (ASCII), or the root's children at depth 0. */
+static void level_children(const grammar_vocab *v, const level *lv, uint32_t child[128])
+{
+    const gr_trie *t = &v->trie[GR_TRIE_PLAIN];
+    for (int c = 0; c < 128; c++)
+        child[c] = lv->depth ? UINT32_MAX : v->top[c];
+    for (uint32_t i = lv->node + 1; lv->depth && i < t->end[lv->node]; i = t->end[i])
+        if (t->byte[i] < 0x80)
+            child[t->byte[i]] = i;
+}
+
+#define LIGHT(v) ((v)->words / 16) /* a mask row costs about as much as setting this many bits */
+
+/* What setting the level's tokens whose character at the level's first position is c costs: the
+ * nodes of the subtree below that byte, or a row when that is cheaper (non-ASCII: always). */
+static uint32_t first_cost(const grammar_vocab *v, const uint32_t child[128], int c)
+{
+    const gr_trie *t = &v->trie[GR_TRIE_PLAIN];
+    if (c == GR_NONASCII)
+        return LIGHT(v);
+    if (child[c] == UINT32_MAX)
+        return 0;
+    return t->end[child[c]] - child[c] < LIGHT(v) ? t->end[child[c]] - child[c] : LIGHT(v);
+}
+
+/* x = the level's tokens whose character at the level's first position is in s (rows: starts at
+ * depth 0, second at depth 1; those of other opening bytes fall outside the level). */
+static void first_position(const grammar_vocab *v, const level *lv, const uint32_t child[128], const bset *s,
+                           uint32_t *x)
+{
+    const uint32_t *rows = lv->depth ? v->second : v->starts;
+    memset(x, 0, v->words * sizeof *x);
+    for (int c = 0; c < 128; c++) {
+        uint32_t cost = bs_has(s, c) ? first_cost(v, child, c) : 0;
+        if (cost == LIGHT(v))
+            or_row(x, rows + (size_t)c * v->words, v->words);
+        else if (cost)
+            set_subtree(v, child[c], x);
+    }
+}
+
+/* Plain tokens holding a byte of a set at a later position: after the first character (depth 0), or
+ * from the third on (depth 1); built from rows and id lists, and kept per grammar when they took a
+ * while, since a grammar meets few such sets (the positions of a bounded repetition share one). */
+typedef struct {
+    int depth;
+    bset set;
+    uint32_t bits[];
+} later_mask;
+
+#define LATER_SLOTS ((int)(sizeof ((grammar *)0)->later_masks / sizeof ((grammar *)0)->later_masks[0]))
+
+static const uint32_t *later_positions(walk *w, int depth, const bset *s)
+{
+    grammar *g = (grammar *)w->g; /* the cache is the grammar's only mutable part, and atomic */
+    const grammar_vocab *v = g->v;
+    for (int i = 0; i < LATER_SLOTS; i++) {
+        const later_mask *m = atomic_load_explicit(&g->later_masks[i], memory_order_acquire);
+        if (m && m->depth == depth && !memcmp(&m->set, s, sizeof *s))
+            return m->bits;
+    }
+    uint32_t *x = w->scratch2, cost = 0;
+    memset(x, 0, v->words * sizeof *x);
+    for (int c = 0; c < 128; c++) {
+        if (!bs_has(s, c))
+            continue;
+        const int32_t *ids = depth ? v->beyond_ids + v->beyond_off[c] : v->inner_ids + v->inner_off[c];
+        uint32_t n = depth ? v->beyond_off[c + 1] - v->beyond_off[c] : v->inner_off[c + 1] - v->inner_off[c];
+        if (n > LIGHT(v)) {
+            or_row(x, v->beyond + (size_t)c * v->words, v->words);
+            if (!depth)
+                or_row(x, v->second + (size_t)c * v->words, v->words);
+            cost += LIGHT(v);
+            continue;
+        }
+        for (uint32_t k = 0; k < n; k++)
+            x[(uint32_t)ids[k] / 32] |= 1u << (ids[k] & 31);
+        cost += n;
+    }
+    later_mask *m = cost > 2 * LIGHT(v) ? dsk_malloc(sizeof *m + v->words * sizeof(uint32_t)) : NULL;
+    if (!m) /* cheap to build again, or no memory to keep it: use it once */
+        return x;
+    m->depth = depth;
+    m->set = *s;
+    memcpy(m->bits, x, v->words * sizeof *x);
+    for (int i = 0; i < LATER_SLOTS; i++) {
+        void *expected = NULL;
+        if (atomic_compare_exchange_strong_explicit(&g->later_masks[i], &expected, m, memory_order_acq_rel,
+                                                    memory_order_acquire)) {
+            atomic_fetch_add_explicit(&g->cache_bytes, sizeof *m + v->words * sizeof(uint32_t),
+                                      memory_order_relaxed);
+            return m->bits;
+        }
+        const later_mask *o = expected;
+        if (o->depth == depth && !memcmp(&o->set, s, sizeof *s)) { /* another thread just kept the same */
+            free(m);
+            return o->bits;
+        }
+    }
+    free(m); /* every slot taken */
+    return x;
+}
+
+/* bits |= row & opening & (positive ? at : ~at) & ~later, in blocks as or_row. */
+static void add_bulk(uint32_t *restrict bits, const uint32_t *restrict row, const uint32_t *restrict opening,
+                     const uint32_t *restrict at, int positive, const uint32_t *restrict later, size_t words)
+{
+    uint32_t flip = positive ? 0 : ~0u;
+    size_t i = 0;
+    for (; i + 64 <= words; i += 64)
+        for (size_t k = 0; k < 64; k++)
+            bits[i + k] |= row[i + k] & opening[i + k] & ((at[i + k] ^ flip) & ~later[i + k]);
+    for (; i < words; i++)
+        bits[i] |= row[i] & opening[i] & ((at[i] ^ flip) & ~later[i]);
+}
+
+/* The plain characters' classes: plain ASCII bytes and GR_NONASCII. */
+static bset plain_classes(void)
+{
+    bset s = {{0, 0}};
+    for (int b = 0x20; b < 0x7F; b++)
+        if (plain_ascii((unsigned)b))
+            bs_set(&s, b);
+    bs_set(&s, GR_NONASCII);
+    return s;
+}
+
+static int char_class(uint8_t b)
+{
+    return b < 0x80 ? b : GR_NONASCII;
+}
+
+/* Walk, one by one, the level's tokens in the id lists of the bytes of s (each once: seen), but
+ * those opening with an exception (their subtrees are decided apart); with longer_than, only tokens
+ * of more characters. */
+static void walk_listed(walk *w, const level *lv, const bset *s, const bset *first, int32_t longer_than,
+                        uint32_t *seen)
+{
+    const grammar_vocab *v = w->g->v;
+    const gr_trie *t = &v->trie[GR_TRIE_PLAIN];
+    const uint32_t *opening = lv->depth ? v->starts + (size_t)t->byte[lv->node] * v->words : NULL;
+    for (int c = 0; c < 128 && !w->failed; c++) {
+        if (!bs_has(s, c))
+            continue;
+        for (uint32_t k = v->inner_off[c]; k < v->inner_off[c + 1]; k++) {
+            int32_t id = v->inner_ids[k];
+            uint32_t len, word = (uint32_t)id / 32, bit = 1u << (id & 31);
+            if ((seen[word] & bit) || (opening && !(opening[word] & bit)) || (int32_t)v->nchars[id] <= longer_than)
+                continue;
+            const uint8_t *p = vocab_bytes(v, id, &len);
+            if (bs_has(first, char_class(p[lv->depth])))
+                continue;
+            seen[word] |= bit;
+            walk_token(w, lv->q, id);
+        }
+    }
+}
+
+static int plain_level(walk *w, const level *lv, int32_t *base);
+
+/* The subtrees below the level's node that open with a live exception: a level of their own when
+ * large and the chain shortcut applies there, else walked. */
+static void walk_opens(walk *w, const level *lv, const uint32_t child[128], const bset *opens)
+{
+    const grammar *g = w->g;
+    const gr_trie *t = &g->v->trie[GR_TRIE_PLAIN];
+    uint32_t lo = lv->depth ? lv->node + 1 : 0, hi = lv->depth ? t->end[lv->node] : t->n;
+    if (bs_has(opens, GR_NONASCII))
+        for (uint32_t i = lo; i < hi; i = t->end[i])
+            if (t->byte[i] >= 0x80)
+                walk_trie(w, lv->x, GR_TRIE_PLAIN, i, t->end[i], 0);
+    for (int c = 0; c < GR_NONASCII; c++) {
+        uint32_t n = child[c];
+        if (!bs_has(opens, c) || n == UINT32_MAX)
+            continue;
+        if (!lv->depth && t->end[n] - n > SUBTREE_NODES) {
+            level sub = {lv->q, gr_step(g, lv->q, (unsigned)c), n, 1};
+            if (!plain_level(w, &sub, NULL))
+                continue;
+        }
+        walk_trie(w, lv->x, GR_TRIE_PLAIN, n, t->end[n], 0);
+    }
+}
+
+/* The level's plain tokens by x's chain, into w->bits (at depth 0, *base instead when the chain has
+ * no exceptions: plain tokens of at most *base characters). 1 when the shortcut does not apply (no
+ * chain from x, or too many tokens to walk one by one with bytes the trie does not track): the
+ * caller walks the level's trie instead. */
+static int plain_level(walk *w, const level *lv, int32_t *base)
 {
     const grammar *g = w->g;
     const grammar_vocab *v = g->v;
     const gr_trie *pt = &v->trie[GR_TRIE_PLAIN];
-    int32_t run = plain_run(g, q);
+    int32_t run = plain_run(g, lv->x);
     if (run < 0)
-        return -2;
-    bset first, later, dead, walk1 = {{0, 0}}, walkn = {{0, 0}};
-    chain_exceptions(g, q, run, &first, &later, &dead);
-    if (!first.w[0] && !first.w[1] && !later.w[0] && !later.w[1])
-        return run;
-    /* tokens with a later exception that is not always dead: one by one; tokens opening with a
-     * first-character-only exception: their trie subtree (a non-ASCII one: one by one too) */
-    for (int i = 0; i < 2; i++) {
-        walkn.w[i] = later.w[i] & ~dead.w[i];
-        walk1.w[i] = first.w[i] & ~later.w[i] & ~dead.w[i];
-    }
-    if (bs_has(&walk1, GR_NONASCII)) {
-        walk1.w[1] &= ~(1ull << (GR_NONASCII - 64));
-        bs_set(&walkn, GR_NONASCII);
-    }
-    /* tokens holding a later exception: the plain trie's subtrees that hold one, or, when that is a
-     * letter (the subtree sets do not track letters), the tokens one by one, if not too many */
+        return 1;
+    chain c;
+    chain_exceptions(g, lv->x, run, &c);
+    bset walkn, special;
+    for (int i = 0; i < 2; i++)
+        special.w[i] = c.end.w[i] & ~c.later.w[i];
+    /* live exceptions of the dying end only: the tokens running past the chain that hold one, one by
+     * one, unless there are too many; then they join the later exceptions */
+    if (inner_count(v, &special) > EXCEPTION_TOKENS)
+        for (int i = 0; i < 2; i++) {
+            c.later.w[i] |= special.w[i];
+            special.w[i] = 0;
+        }
+    for (int i = 0; i < 2; i++)
+        walkn.w[i] = c.later.w[i] & ~c.dead.w[i];
+    int lists = inner_count(v, &walkn) <= EXCEPTION_TOKENS, letters = 0;
     uint64_t need = 0;
-    int letters = 0;
-    uint32_t walked = 0;
     for (int b = 0; b < 128; b++)
         if (bs_has(&walkn, b)) {
-            walked += v->has_off[b + 1] - v->has_off[b];
             if (v->track[b] >= 0)
                 need |= 1ull << v->track[b];
             else
                 letters = 1;
         }
-    if (letters && walked > EXCEPTION_TOKENS)
-        return -2;
-    bset other;
+    if (!lists && letters)
+        return 1;
+    int plain = !c.first.w[0] && !c.first.w[1] && !c.later.w[0] && !c.later.w[1];
+    if (plain && base && !special.w[0] && !special.w[1]) {
+        *base = run;
+        return 0;
+    }
+    if (base)
+        *base = -1;
+    /* the bulk: tokens of at most run characters (after the opening) with no exception where it
+     * stands. Every token of the level has one character at the level's first position, so those
+     * with an exception there are the complement of those with a regular one: build the cheaper. */
+    uint32_t child[128], *x = w->scratch;
+    level_children(v, lv, child);
+    int32_t chars = run + lv->depth < (int32_t)v->max_chars ? run + lv->depth : (int32_t)v->max_chars;
+    const uint32_t *row = v->plain_le + (size_t)chars * v->words;
+    const uint32_t *opening = lv->depth ? v->starts + (size_t)pt->byte[lv->node] * v->words : row;
+    bset all = plain_classes(), regular;
+    uint32_t cost_exc = 0, cost_reg = 0;
     for (int i = 0; i < 2; i++)
-        other.w[i] = (first.w[i] | later.w[i]) & ~walk1.w[i];
-    int owned;
-    const uint32_t *row = v->plain_le + (size_t)run * v->words, *x = exclusion(g, &walk1, &other, &owned);
-    uint32_t *bits = w->bits;
-    if (!x) {
-        w->failed = 1;
-        return -1;
+        regular.w[i] = all.w[i] & ~c.first.w[i];
+    for (int b = 0; b < 128; b++) {
+        cost_exc += bs_has(&c.first, b) ? first_cost(v, child, b) : 0;
+        cost_reg += bs_has(&regular, b) ? first_cost(v, child, b) : 0;
     }
-    for (uint32_t i = 0; i < v->words; i++)
-        bits[i] |= row[i] & ~x[i];
-    free_exclusion(x, owned);
-    uint8_t opens[128] = {0};
-    for (uint32_t i = 0; i < pt->n; i = pt->end[i])
-        if (pt->byte[i] < 0x80 && bs_has(&walk1, pt->byte[i])) {
-            opens[pt->byte[i]] = 1;
-            walk_trie(w, q, GR_TRIE_PLAIN, i, pt->end[i], 0);
-        }
-    if (need && !letters) {
-        walk_trie(w, q, GR_TRIE_PLAIN, 0, pt->n, need);
-        return -1;
-    }
-    uint32_t *seen = dsk_calloc(v->words, sizeof *seen);
-    if (!seen) {
-        w->failed = 1;
-        return -1;
-    }
-    for (int b = 0; b < 128 && !w->failed; b++) {
-        if (!bs_has(&walkn, b))
-            continue;
-        for (uint32_t k = v->has_off[b]; k < v->has_off[b + 1]; k++) {
-            int32_t id = v->has[k];
-            uint32_t len;
-            const uint8_t *s = vocab_bytes(v, id, &len);
-            if ((seen[(uint32_t)id / 32] >> (id & 31) & 1) || opens[s[0] < 0x80 ? s[0] : GR_NONASCII])
-                continue;
-            seen[(uint32_t)id / 32] |= 1u << (id & 31);
-            walk_token(w, q, id);
-        }
-    }
-    free(seen);
-    return -1;
+    int positive = cost_reg < cost_exc;
+    first_position(v, lv, child, positive ? &regular : &c.first, x);
+    if (positive && lv->depth) /* the opening byte alone has no character there, and is regular */
+        for (int32_t id = pt->tok[lv->node]; id >= 0; id = pt->more[lv->node] ? v->same[id] : -1)
+            x[(uint32_t)id / 32] |= 1u << (id & 31);
+    const uint32_t *later = later_positions(w, lv->depth, &c.later);
+    add_bulk(w->bits, row, opening, x, positive, later, v->words);
+    walk_opens(w, lv, child, &c.live0);
+    /* tokens holding a later exception that is not dead everywhere, and those running past the end */
+    memset(x, 0, v->words * sizeof *x); /* now: tokens walked */
+    if (lists)
+        walk_listed(w, lv, &walkn, &c.first, -1, x);
+    else if (lv->depth)
+        walk_trie(w, lv->q, GR_TRIE_PLAIN, lv->node, pt->end[lv->node], need);
+    else
+        walk_trie(w, lv->q, GR_TRIE_PLAIN, 0, pt->n, need);
+    walk_listed(w, lv, &special, &c.first, chars, x);
+    return 0;
+}
+
+int32_t plain_by_chain(walk *w, uint32_t q)
+{
+    level lv = {q, q, 0, 0};
+    int32_t base;
+    return plain_level(w, &lv, &base) ? -2 : base;
 }
