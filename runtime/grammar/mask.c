@@ -141,8 +141,8 @@ static gr_entry *make_entry(walk *w, int32_t base)
     uint32_t n_groups = 0, n_plain = 0, other_words = (v->n_other + 31) / 32;
     for (uint32_t i = 0; i < n_unc; i++)
         n_groups += !i || suffix_cmp(v, &u[i - 1], &u[i]) != 0;
-    for (uint32_t i = 0; i < v->words; i++)
-        n_plain += gr_popcount(w->bits[i]);
+    for (uint32_t i = 0; i < v->words && n_plain <= v->words; i++) /* past words, a full mask it is */
+        n_plain += w->bits[i] ? gr_popcount(w->bits[i]) : 0;
     int as_bits = n_plain > v->words;
     size_t plain_words = as_bits ? v->words : n_plain;
     size_t size = sizeof(gr_entry) + (plain_words + other_words) * 4 + (size_t)n_groups * sizeof(gr_group) +
@@ -154,7 +154,7 @@ static gr_entry *make_entry(walk *w, int32_t base)
     }
     uint8_t *p = (uint8_t *)(e + 1);
     e->base = base;
-    e->n_acc = n_plain;
+    e->n_acc = as_bits ? 0 : n_plain;
     e->bits = as_bits ? (uint32_t *)p : NULL;
     e->acc = as_bits ? NULL : (uint32_t *)p;
     p += plain_words * 4;
@@ -184,22 +184,20 @@ static gr_entry *make_entry(walk *w, int32_t base)
 
 static gr_entry *compute_entry(const grammar *g, uint32_t q)
 {
-    walk *w = dsk_calloc(1, sizeof *w);
+    walk *w = dsk_malloc(sizeof *w);
     gr_entry *e = NULL;
     if (!w)
         return NULL;
+    memset(w, 0, offsetof(walk, n_items));
     w->g = g;
     w->mask = 4095;
     w->cap_fr = 2048;
-    w->fr = dsk_malloc(w->cap_fr * sizeof *w->fr);
-    w->slot = dsk_calloc(w->mask + 1, sizeof *w->slot);
     w->bits = dsk_calloc(g->v->words, sizeof *w->bits);
     w->other = dsk_calloc((g->v->n_other + 31) / 32 + 1, sizeof *w->other);
     w->scratch = dsk_malloc(g->v->words * sizeof *w->scratch);
     w->scratch2 = dsk_malloc(g->v->words * sizeof *w->scratch2);
-    if (!w->fr || !w->slot || !w->bits || !w->other || !w->scratch || !w->scratch2)
+    if (!w->bits || !w->other || !w->scratch || !w->scratch2)
         goto done;
-    w->fr[0] = (wframe){0, 0};
     w->n_fr = 1; /* frame 0 is the state's own rule */
     int32_t base = plain_by_chain(w, q);
     if (base == -2) {

@@ -27,11 +27,9 @@ typedef struct {
 
 typedef struct {
     const grammar *g;
-    wframe *fr;
+    wframe *fr;           /* frame 0 is implicit; the rest allocated on first use, with slot */
     uint32_t n_fr, cap_fr;
     uint32_t *slot, mask; /* (ret, up) -> frame + 1 */
-    witem items[256][WALK_WIDTH];
-    uint8_t n_items[256];
     uint32_t *bits;  /* accepted plain ids */
     uint32_t *other; /* accepted non-plain tokens, by vocab.other_index */
     uint32_t *scratch, *scratch2; /* two masks' worth of room for plain.c */
@@ -40,6 +38,9 @@ typedef struct {
     uent *tunc; /* uncertain tokens walked one by one */
     uint32_t n_tunc, cap_tunc;
     int failed;
+    /* last and not zeroed: items[d] is written before it is read */
+    uint8_t n_items[256];
+    witem items[256][WALK_WIDTH];
 } walk;
 
 /* Whether q neither calls nor may return: a walk steps it by table lookup alone. */

@@ -9,6 +9,17 @@
 
 static uint32_t frame_of(walk *w, uint32_t ret, uint32_t up)
 {
+    if (w->failed)
+        return 0;
+    if (!w->slot) { /* the first call or return: most states never make one */
+        w->fr = dsk_malloc(w->cap_fr * sizeof *w->fr);
+        w->slot = dsk_calloc(w->mask + 1, sizeof *w->slot);
+        if (!w->fr || !w->slot) {
+            w->failed = 1;
+            return 0;
+        }
+        w->fr[0] = (wframe){0, 0};
+    }
     uint64_t key = (uint64_t)ret << 32 | up;
     uint32_t h = (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 40) & w->mask;
     for (; w->slot[h]; h = (h + 1) & w->mask)
