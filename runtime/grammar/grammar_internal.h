@@ -54,8 +54,10 @@ typedef struct {
 } gr_seq;
 
 /* "Plain" tokens are well-formed UTF-8 made only of characters every string state treats alike:
- * printable ASCII but '"' and '\', and any non-ASCII character but U+FF5C (the DSML marker's bar).
- * 125k of the 128k text tokens are plain; a state where every plain character leads to the same
+ * printable ASCII but '"' and '\', and any non-ASCII character but U+FF5C (the DSML marker's bar);
+ * the last may be cut short (byte-level BPE splits characters), unless what is left could begin
+ * U+FF5C: such a prefix lives exactly where a non-ASCII character may come, and counts as one.
+ * 126k of the 128k text tokens are plain; a state where every plain character leads to the same
  * next state decides all of them by character count alone (mask.c). */
 struct grammar_vocab {
     int32_t size;   /* model vocabulary: bits in a mask */

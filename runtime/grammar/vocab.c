@@ -21,7 +21,12 @@ static int is_plain(const uint8_t *s, uint32_t n, uint32_t *chars)
             i++;
         } else {
             size_t l;
-            if (utf8_next(s + i, n - i, &l) != UTF8_OK || utf8_decode(s + i, l) == 0xFF5C)
+            int r = utf8_next(s + i, n - i, &l);
+            if (r == UTF8_SHORT && !(s[i] == 0xEF && (l == 1 || s[i + 1] == 0xBD))) {
+                c++; /* cut short at the end, and not the start of U+FF5C (EF BD 9C) */
+                break;
+            }
+            if (r != UTF8_OK || utf8_decode(s + i, l) == 0xFF5C)
                 return 0;
             i += (uint32_t)l;
         }
