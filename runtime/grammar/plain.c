@@ -362,6 +362,8 @@ static const uint32_t *later_positions(walk *w, int depth, const bset *s)
 {
     grammar *g = (grammar *)w->g; /* the cache is the grammar's only mutable part, and atomic */
     const grammar_vocab *v = g->v;
+    if (!s->w[0] && !s->w[1])
+        return v->plain_le; /* row 0: no token has at most 0 characters */
     for (int i = 0; i < LATER_SLOTS; i++) {
         const later_mask *m = atomic_load_explicit(&g->later_masks[i], memory_order_acquire);
         if (m && m->depth == depth && !memcmp(&m->set, s, sizeof *s))
@@ -433,30 +435,25 @@ static bset plain_classes(void)
     return s;
 }
 
-static int char_class(uint8_t b)
-{
-    return b < 0x80 ? b : GR_NONASCII;
-}
-
 /* Walk, one by one, the level's tokens in the id lists of the bytes of s (each once: seen), but
- * those opening with an exception (their subtrees are decided apart); with longer_than, only tokens
- * of more characters. */
-static void walk_listed(walk *w, const level *lv, const bset *s, const bset *first, int32_t longer_than,
-                        uint32_t *seen)
+ * those opening with an exception, decided apart (at: the tokens with an exception at the level's
+ * first position, or with positive, those without; NULL: none has one); with longer_than, only
+ * tokens of more characters. */
+static void walk_listed(walk *w, const level *lv, const bset *s, const uint32_t *at, int positive,
+                        int32_t longer_than, uint32_t *seen)
 {
     const grammar_vocab *v = w->g->v;
     const gr_trie *t = &v->trie[GR_TRIE_PLAIN];
     const uint32_t *opening = lv->depth ? v->starts + (size_t)t->byte[lv->node] * v->words : NULL;
+    uint32_t flip = positive ? ~0u : 0;
     for (int c = 0; c < 128 && !w->failed; c++) {
         if (!bs_has(s, c))
             continue;
         for (uint32_t k = v->inner_off[c]; k < v->inner_off[c + 1]; k++) {
             int32_t id = v->inner_ids[k];
-            uint32_t len, word = (uint32_t)id / 32, bit = 1u << (id & 31);
-            if ((seen[word] & bit) || (opening && !(opening[word] & bit)) || (int32_t)v->nchars[id] <= longer_than)
-                continue;
-            const uint8_t *p = vocab_bytes(v, id, &len);
-            if (bs_has(first, char_class(p[lv->depth])))
+            uint32_t word = (uint32_t)id / 32, bit = 1u << (id & 31);
+            if ((seen[word] & bit) || (at && ((at[word] ^ flip) & bit)) || (opening && !(opening[word] & bit)) ||
+                (int32_t)v->nchars[id] <= longer_than)
                 continue;
             seen[word] |= bit;
             walk_token(w, lv->q, id);
@@ -550,23 +547,28 @@ static int plain_level(walk *w, const level *lv, int32_t *base)
         cost_exc += bs_has(&c.first, b) ? first_cost(v, child, b) : 0;
         cost_reg += bs_has(&regular, b) ? first_cost(v, child, b) : 0;
     }
-    int positive = cost_reg < cost_exc;
-    first_position(v, lv, child, positive ? &regular : &c.first, x);
-    if (positive && lv->depth) /* the opening byte alone has no character there, and is regular */
-        for (int32_t id = pt->tok[lv->node]; id >= 0; id = pt->more[lv->node] ? v->same[id] : -1)
-            x[(uint32_t)id / 32] |= 1u << (id & 31);
-    const uint32_t *later = later_positions(w, lv->depth, &c.later);
-    add_bulk(w->bits, row, opening, x, positive, later, v->words);
-    walk_opens(w, lv, child, &c.live0);
+    int positive = cost_reg < cost_exc || !cost_exc;
+    const uint32_t *at = NULL; /* no token with an exception at the first position */
+    if (cost_exc) {
+        first_position(v, lv, child, positive ? &regular : &c.first, x);
+        if (positive && lv->depth) /* the opening byte alone has no character there, and is regular */
+            for (int32_t id = pt->tok[lv->node]; id >= 0; id = pt->more[lv->node] ? v->same[id] : -1)
+                x[(uint32_t)id / 32] |= 1u << (id & 31);
+        at = x;
+    }
+    add_bulk(w->bits, row, opening, at ? at : row, positive, later_positions(w, lv->depth, &c.later), v->words);
     /* tokens holding a later exception that is not dead everywhere, and those running past the end */
-    memset(x, 0, v->words * sizeof *x); /* now: tokens walked */
+    uint32_t *seen = w->scratch2; /* the later mask is used */
+    if (walkn.w[0] || walkn.w[1] || special.w[0] || special.w[1])
+        memset(seen, 0, v->words * sizeof *seen);
     if (lists)
-        walk_listed(w, lv, &walkn, &c.first, -1, x);
+        walk_listed(w, lv, &walkn, at, positive, -1, seen);
     else if (lv->depth)
         walk_trie(w, lv->q, GR_TRIE_PLAIN, lv->node, pt->end[lv->node], need);
     else
         walk_trie(w, lv->q, GR_TRIE_PLAIN, 0, pt->n, need);
-    walk_listed(w, lv, &special, &c.first, chars, x);
+    walk_listed(w, lv, &special, at, positive, chars, seen);
+    walk_opens(w, lv, child, &c.live0); /* last: a level below uses the scratch masks */
     return 0;
 }
 
