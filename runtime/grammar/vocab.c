@@ -296,6 +296,7 @@ static int build_plain_masks(grammar_vocab *v)
         return -1;
     memset(v->inner_off, 0, sizeof v->inner_off);
     memset(v->beyond_off, 0, sizeof v->beyond_off);
+    uint8_t seen[128] = {0};
     for (int pass = 0; pass < 2; pass++) {
         uint32_t at[128], at2[128];
         memcpy(at, v->inner_off, sizeof at);
@@ -306,25 +307,33 @@ static int build_plain_masks(grammar_vocab *v)
             uint32_t len, bit = 1u << (id & 31), word = (uint32_t)id / 32;
             const uint8_t *b = vocab_bytes(v, id, &len);
             uint32_t n0 = gr_char_len(b[0]), n1 = n0 < len ? n0 + gr_char_len(b[n0]) : len;
-            uint8_t seen[128] = {0}; /* bit 0: after the first character, bit 1: from the third on */
             if (!pass) {
                 v->starts[(b[0] < 0x80 ? b[0] : GR_NONASCII) * w + word] |= bit;
                 if (n0 < len)
                     v->second[(b[n0] < 0x80 ? b[n0] : GR_NONASCII) * w + word] |= bit;
             }
-            for (uint32_t i = n0; i < len; i++)
-                seen[b[i] < 0x80 ? b[i] : GR_NONASCII] |= (uint8_t)(i < n1 ? 1 : 3);
-            for (int c = 0; c < 128; c++) {
-                if (pass && (seen[c] & 1))
-                    v->inner_ids[at[c]++] = id;
-                if (pass && (seen[c] & 2))
-                    v->beyond_ids[at2[c]++] = id;
-                if (!pass) {
-                    v->inner_off[c + 1] += seen[c] & 1;
-                    v->beyond_off[c + 1] += seen[c] >> 1;
+            /* the token's classes after its first character (bit 0), and from its third on (bit 1) */
+            uint8_t list[128], n_list = 0;
+            for (uint32_t i = n0; i < len; i++) {
+                uint8_t c = b[i] < 0x80 ? b[i] : GR_NONASCII;
+                if (!seen[c])
+                    list[n_list++] = c;
+                seen[c] |= (uint8_t)(i < n1 ? 1 : 3);
+            }
+            for (uint8_t k = 0; k < n_list; k++) {
+                uint8_t c = list[k], f = seen[c];
+                seen[c] = 0;
+                if (pass) {
+                    if (f & 1)
+                        v->inner_ids[at[c]++] = id;
+                    if (f & 2)
+                        v->beyond_ids[at2[c]++] = id;
+                } else {
+                    v->inner_off[c + 1] += f & 1;
+                    v->beyond_off[c + 1] += f >> 1;
+                    if (f & 2)
+                        v->beyond[c * w + word] |= bit;
                 }
-                if (!pass && (seen[c] & 2))
-                    v->beyond[c * w + word] |= bit;
             }
         }
         if (!pass) {
