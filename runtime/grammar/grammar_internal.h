@@ -20,16 +20,6 @@
 #define GR_MAX_DEPTH (GR_MAX_LEVELS + 2) /* matcher stack frames: root + one per level, + slack */
 #define GR_MAX_STACKS 32                 /* parses one matcher follows at once (ambiguous grammars) */
 
-/* Set bits of x. Portable on purpose: without -mpopcnt, __builtin_popcount is a libgcc call that
- * cost more than the rest of building a token set. */
-static inline uint32_t gr_popcount(uint32_t x)
-{
-    x = x - ((x >> 1) & 0x55555555u);
-    x = (x & 0x33333333u) + ((x >> 2) & 0x33333333u);
-    x = (x + (x >> 4)) & 0x0F0F0F0Fu;
-    return (x * 0x01010101u) >> 24;
-}
-
 /* ---- the vocabulary (vocab.c) ---- */
 
 enum { GR_TOK_NONE, GR_TOK_PLAIN, GR_TOK_OTHER, GR_TOK_CONTROL };

@@ -141,13 +141,20 @@ static gr_entry *make_entry(walk *w, int32_t base)
     uint32_t n_groups = 0, n_plain = 0, other_words = (v->n_other + 31) / 32;
     for (uint32_t i = 0; i < n_unc; i++)
         n_groups += !i || suffix_cmp(v, &u[i - 1], &u[i]) != 0;
-    for (uint32_t i = 0; i < v->words && n_plain <= v->words; i++) /* past words, a full mask it is */
-        n_plain += w->bits[i] ? gr_popcount(w->bits[i]) : 0;
+    /* the accepted plain ids into the scratch mask's room, up to words of them; past that, a full
+     * mask it is */
+    uint32_t *ids = w->scratch;
+    for (uint32_t i = 0; i < v->words && n_plain <= v->words; i++)
+        for (uint32_t pl = w->bits[i]; pl; pl &= pl - 1) {
+            if (n_plain < v->words)
+                ids[n_plain] = i * 32 + (uint32_t)__builtin_ctz(pl);
+            n_plain++;
+        }
     int as_bits = n_plain > v->words;
     size_t plain_words = as_bits ? v->words : n_plain;
     size_t size = sizeof(gr_entry) + (plain_words + other_words) * 4 + (size_t)n_groups * sizeof(gr_group) +
                   (size_t)n_unc * 4;
-    gr_entry *e = dsk_calloc(1, size);
+    gr_entry *e = dsk_malloc(size); /* every part is written below */
     if (!e) {
         free(u);
         return NULL;
@@ -163,9 +170,7 @@ static gr_entry *make_entry(walk *w, int32_t base)
     if (as_bits)
         memcpy(e->bits, w->bits, v->words * sizeof *e->bits);
     else
-        for (uint32_t i = 0, k = 0; i < v->words; i++)
-            for (uint32_t pl = w->bits[i]; pl; pl &= pl - 1)
-                e->acc[k++] = i * 32 + (uint32_t)__builtin_ctz(pl);
+        memcpy(e->acc, ids, n_plain * sizeof *e->acc);
     memcpy(e->other_bits, w->other, other_words * sizeof *e->other_bits);
     e->groups = (gr_group *)p;
     e->n_groups = n_groups;
@@ -184,7 +189,9 @@ static gr_entry *make_entry(walk *w, int32_t base)
 
 static gr_entry *compute_entry(const grammar *g, uint32_t q)
 {
-    walk *w = dsk_malloc(sizeof *w);
+    /* one block: the walk, then its masks (bits and other zeroed, the scratch ones not) */
+    size_t words = g->v->words, other_words = (g->v->n_other + 31) / 32 + 1;
+    walk *w = dsk_malloc(sizeof *w + (3 * words + other_words) * sizeof(uint32_t));
     gr_entry *e = NULL;
     if (!w)
         return NULL;
@@ -192,12 +199,11 @@ static gr_entry *compute_entry(const grammar *g, uint32_t q)
     w->g = g;
     w->mask = 4095;
     w->cap_fr = 2048;
-    w->bits = dsk_calloc(g->v->words, sizeof *w->bits);
-    w->other = dsk_calloc((g->v->n_other + 31) / 32 + 1, sizeof *w->other);
-    w->scratch = dsk_malloc(g->v->words * sizeof *w->scratch);
-    w->scratch2 = dsk_malloc(g->v->words * sizeof *w->scratch2);
-    if (!w->bits || !w->other || !w->scratch || !w->scratch2)
-        goto done;
+    w->bits = (uint32_t *)(w + 1);
+    w->other = w->bits + words;
+    w->scratch = w->other + other_words;
+    w->scratch2 = w->scratch + words;
+    memset(w->bits, 0, (words + other_words) * sizeof *w->bits);
     w->n_fr = 1; /* frame 0 is the state's own rule */
     int32_t base = plain_by_chain(w, q);
     if (base == -2) {
@@ -207,15 +213,10 @@ static gr_entry *compute_entry(const grammar *g, uint32_t q)
     walk_trie(w, q, GR_TRIE_OTHER, 0, g->v->trie[GR_TRIE_OTHER].n, 0);
     if (!w->failed)
         e = make_entry(w, base);
-done:
     if (!e)
         dsk_err_ctx("computing the token mask of grammar state %u", q);
     free(w->fr);
     free(w->slot);
-    free(w->bits);
-    free(w->other);
-    free(w->scratch);
-    free(w->scratch2);
     free(w->unc);
     free(w->tunc);
     free(w);

@@ -475,8 +475,8 @@ static void walk_opens(walk *w, const level *lv, const uint32_t child[128], cons
             if (t->byte[i] >= 0x80)
                 walk_trie(w, lv->x, GR_TRIE_PLAIN, i, t->end[i], 0);
     for (int c = 0; c < GR_NONASCII; c++) {
-        uint32_t n = child[c];
-        if (!bs_has(opens, c) || n == UINT32_MAX)
+        uint32_t n = bs_has(opens, c) ? child[c] : UINT32_MAX;
+        if (n == UINT32_MAX)
             continue;
         if (!lv->depth && t->end[n] - n > SUBTREE_NODES) {
             level sub = {lv->q, gr_step(g, lv->q, (unsigned)c), n, 1};
@@ -535,7 +535,8 @@ static int plain_level(walk *w, const level *lv, int32_t *base)
      * stands. Every token of the level has one character at the level's first position, so those
      * with an exception there are the complement of those with a regular one: build the cheaper. */
     uint32_t child[128], *x = w->scratch;
-    level_children(v, lv, child);
+    if (c.first.w[0] || c.first.w[1])
+        level_children(v, lv, child);
     int32_t chars = run + lv->depth < (int32_t)v->max_chars ? run + lv->depth : (int32_t)v->max_chars;
     const uint32_t *row = v->plain_le + (size_t)chars * v->words;
     const uint32_t *opening = lv->depth ? v->starts + (size_t)pt->byte[lv->node] * v->words : row;
@@ -543,7 +544,7 @@ static int plain_level(walk *w, const level *lv, int32_t *base)
     uint32_t cost_exc = 0, cost_reg = 0;
     for (int i = 0; i < 2; i++)
         regular.w[i] = all.w[i] & ~c.first.w[i];
-    for (int b = 0; b < 128; b++) {
+    for (int b = 0; b < 128 && (c.first.w[0] || c.first.w[1]); b++) {
         cost_exc += bs_has(&c.first, b) ? first_cost(v, child, b) : 0;
         cost_reg += bs_has(&regular, b) ? first_cost(v, child, b) : 0;
     }
