@@ -248,14 +248,10 @@ int mask_stack(const grammar *g, const uint32_t *st, uint32_t d, uint32_t *mask,
     const gr_entry *e = mask_entry(g, st[d - 1]);
     if (!e)
         return -1;
-    if (e->base >= 0) {
-        const uint32_t *row = v->plain_le + (size_t)e->base * v->words;
-        for (uint32_t i = 0; i < v->words; i++)
-            mask[i] |= row[i];
-    }
+    if (e->base >= 0)
+        mask_or(mask, v->plain_le + (size_t)e->base * v->words, v->words);
     if (e->bits) {
-        for (uint32_t i = 0; i < v->words; i++)
-            mask[i] |= e->bits[i];
+        mask_or(mask, e->bits, v->words);
     } else {
         for (uint32_t i = 0; i < e->n_acc; i++)
             mask[e->acc[i] / 32] |= 1u << (e->acc[i] & 31);

@@ -43,6 +43,18 @@ typedef struct {
     witem items[256][WALK_WIDTH];
 } walk;
 
+/* x |= row over words. In blocks of a fixed size, which GCC vectorizes at -O2 (a plain loop over
+ * a uint32_t count, through pointers that may alias, it does not). */
+static inline void mask_or(uint32_t *restrict x, const uint32_t *restrict row, size_t words)
+{
+    size_t i = 0;
+    for (; i + 64 <= words; i += 64)
+        for (size_t k = 0; k < 64; k++)
+            x[i + k] |= row[i + k];
+    for (; i < words; i++)
+        x[i] |= row[i];
+}
+
 /* Whether q neither calls nor may return: a walk steps it by table lookup alone. */
 static inline int walk_simple(const grammar *g, uint32_t q)
 {

@@ -287,17 +287,6 @@ static uint32_t inner_count(const grammar_vocab *v, const bset *s)
     return n;
 }
 
-/* x |= row. In blocks of a fixed size, which GCC vectorizes at -O2 (a plain loop it does not). */
-static void or_row(uint32_t *restrict x, const uint32_t *restrict row, size_t words)
-{
-    size_t i = 0;
-    for (; i + 64 <= words; i += 64)
-        for (size_t k = 0; k < 64; k++)
-            x[i + k] |= row[i + k];
-    for (; i < words; i++)
-        x[i] |= row[i];
-}
-
 static void set_subtree(const grammar_vocab *v, uint32_t node, uint32_t *x)
 {
     const gr_trie *t = &v->trie[GR_TRIE_PLAIN];
@@ -341,7 +330,7 @@ static void first_position(const grammar_vocab *v, const level *lv, const uint32
     for (int c = 0; c < 128; c++) {
         uint32_t cost = bs_has(s, c) ? first_cost(v, child, c) : 0;
         if (cost == LIGHT(v))
-            or_row(x, rows + (size_t)c * v->words, v->words);
+            mask_or(x, rows + (size_t)c * v->words, v->words);
         else if (cost)
             set_subtree(v, child[c], x);
     }
@@ -377,9 +366,9 @@ static const uint32_t *later_positions(walk *w, int depth, const bset *s)
         const int32_t *ids = depth ? v->beyond_ids + v->beyond_off[c] : v->inner_ids + v->inner_off[c];
         uint32_t n = depth ? v->beyond_off[c + 1] - v->beyond_off[c] : v->inner_off[c + 1] - v->inner_off[c];
         if (n > LIGHT(v)) {
-            or_row(x, v->beyond + (size_t)c * v->words, v->words);
+            mask_or(x, v->beyond + (size_t)c * v->words, v->words);
             if (!depth)
-                or_row(x, v->second + (size_t)c * v->words, v->words);
+                mask_or(x, v->second + (size_t)c * v->words, v->words);
             cost += LIGHT(v);
             continue;
         }
@@ -411,7 +400,7 @@ static const uint32_t *later_positions(walk *w, int depth, const bset *s)
     return x;
 }
 
-/* bits |= row & opening & (positive ? at : ~at) & ~later, in blocks as or_row. */
+/* bits |= row & opening & (positive ? at : ~at) & ~later, in blocks as mask_or. */
 static void add_bulk(uint32_t *restrict bits, const uint32_t *restrict row, const uint32_t *restrict opening,
                      const uint32_t *restrict at, int positive, const uint32_t *restrict later, size_t words)
 {
