@@ -249,13 +249,15 @@ struct grammar {
     atomic_size_t cache_bytes;   /* the token sets built so far */
     atomic_int *run;            /* [n] plain-character chain length memo (mask.c) */
     atomic_uint *uni;           /* [n] where regular plain characters lead, memo (mask.c) */
-    atomic_ullong *exc;         /* [4 n] that state's exceptions (dead, live), memo (mask.c) */
+    atomic_ullong *exc;         /* [GR_EXC_WORDS n] that state's exceptions (dead, live, followers), memo (plain.c) */
 };
 
 static inline uint32_t gr_step(const grammar *g, uint32_t q, unsigned sym)
 {
     return g->next[g->row[q] + g->cls[(size_t)g->rule[q] * GR_NSYM + sym]];
 }
+
+#define GR_EXC_WORDS 6 /* grammar.exc words per state: three byte sets */
 
 /* ---- matcher configurations (matcher.c) ---- */
 

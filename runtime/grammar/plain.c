@@ -85,12 +85,22 @@ static uint32_t multibyte_target(const grammar *g, uint32_t x)
     return m;
 }
 
-/* Whether states y and t of one rule go to the same state on every byte a plain character can open
- * with: then every plain text leads both to the same state, and they accept the same plain tokens.
- * (Both are simple, so the accept bit they may differ in matters to EOS only.) So a character that
- * leads to y instead of the regular target t is regular all the same: the '.' that may end a bounded
- * text, {0,60} of it, before its final '.'. */
-static int plain_alike(const grammar *g, uint32_t y, uint32_t t)
+static uint32_t inner_count(const grammar_vocab *v, const bset *s)
+{
+    uint32_t n = 0;
+    for (int c = 0; c < 128; c++)
+        n += bs_has(s, c) ? v->inner_off[c + 1] - v->inner_off[c] : 0;
+    return n;
+}
+
+/* Whether a character that leads x to y instead of the regular target t may count as regular: y and
+ * t (states of one rule, both simple: the accept bit they may differ in matters to EOS only) go to
+ * the same state on every byte a plain character can open with, but those of *follow, where t dies
+ * and y goes on. Then a token acts as if the character led to t unless one of those comes next; the
+ * tokens holding one are walked, so this pays when they are fewer than those holding the character
+ * (inner: how many those are). The '.' that may end a bounded text, {0,60} of it, before its final
+ * '.' needs no followers; the 'a' in "[a-z ]*a[0-9]" has the digits. */
+static int plain_alike(const grammar *g, uint32_t y, uint32_t t, uint32_t inner, bset *follow)
 {
     if (y == t)
         return 1;
@@ -100,13 +110,20 @@ static int plain_alike(const grammar *g, uint32_t y, uint32_t t)
     const uint32_t *ry = g->next + g->row[y], *rt = g->next + g->row[t];
     if (!memcmp(ry, rt, g->ncls[g->rule[t]] * sizeof *ry))
         return 1;
-    for (unsigned b = 0x20, last = UINT32_MAX; b < 0xF5; b++) {
-        if ((!plain_ascii(b) && b < 0xC2) || cls[b] == last)
+    bset f = {{0, 0}}, fresh;
+    for (unsigned b = 0x20; b < 0xF5; b++) {
+        if ((!plain_ascii(b) && b < 0xC2) || ry[cls[b]] == rt[cls[b]])
             continue;
-        if (ry[cls[b]] != rt[cls[b]])
+        if (rt[cls[b]])
             return 0;
-        last = cls[b];
+        bs_set(&f, b < 0x80 ? (int)b : GR_NONASCII);
     }
+    for (int i = 0; i < 2; i++)
+        fresh.w[i] = f.w[i] & ~follow->w[i];
+    if (inner_count(g->v, &fresh) > inner)
+        return 0;
+    for (int i = 0; i < 2; i++)
+        follow->w[i] |= f.w[i];
     return 1;
 }
 
@@ -114,10 +131,11 @@ static int plain_alike(const grammar *g, uint32_t y, uint32_t t)
 #define FEW_LIVE 8   /* live exceptions a dying state may have and still end a chain */
 
 /* The regular target from x (0: the chain ends here, every plain character but the live exceptions
- * dies), or GR_NONE when x has no such structure. */
-static uint32_t plain_step(const grammar *g, uint32_t x, bset *dead, bset *live)
+ * dies), or GR_NONE when x has no such structure; follow: the bytes after which a character counted
+ * regular may lead elsewhere (plain_alike). */
+static uint32_t plain_step(const grammar *g, uint32_t x, bset *dead, bset *live, bset *follow)
 {
-    *dead = *live = (bset){{0, 0}};
+    *dead = *live = *follow = (bset){{0, 0}};
     if (!walk_simple(g, x))
         return GR_NONE;
     uint32_t m = multibyte_target(g, x);
@@ -155,7 +173,8 @@ static uint32_t plain_step(const grammar *g, uint32_t x, bset *dead, bset *live)
     for (unsigned b = 0x20; b < 0x7F; b++) {
         if (!plain_ascii(b) || (target[b] == t && t))
             continue;
-        if (t && target[b] && (target[b] == alike || plain_alike(g, target[b], t))) {
+        uint32_t inner = g->v->inner_off[b + 1] - g->v->inner_off[b];
+        if (t && target[b] && (target[b] == alike || plain_alike(g, target[b], t, inner, follow))) {
             alike = target[b];
             continue;
         }
@@ -168,23 +187,20 @@ static uint32_t plain_step(const grammar *g, uint32_t x, bset *dead, bset *live)
 
 #define UNI_UNKNOWN (GR_NONE - 1)
 
-static uint32_t plain_memo(const grammar *g, uint32_t x, bset *dead, bset *live)
+static uint32_t plain_memo(const grammar *g, uint32_t x, bset *dead, bset *live, bset *follow)
 {
     uint32_t t = atomic_load_explicit(&g->uni[x], memory_order_acquire);
-    atomic_ullong *e = &g->exc[4 * (size_t)x];
+    atomic_ullong *e = &g->exc[GR_EXC_WORDS * (size_t)x];
+    bset *sets[3] = {dead, live, follow};
     if (t == UNI_UNKNOWN) {
-        t = plain_step(g, x, dead, live);
-        for (int i = 0; i < 2; i++) {
-            atomic_store_explicit(&e[i], dead->w[i], memory_order_relaxed);
-            atomic_store_explicit(&e[2 + i], live->w[i], memory_order_relaxed);
-        }
+        t = plain_step(g, x, dead, live, follow);
+        for (int k = 0; k < GR_EXC_WORDS; k++)
+            atomic_store_explicit(&e[k], sets[k / 2]->w[k % 2], memory_order_relaxed);
         atomic_store_explicit(&g->uni[x], t, memory_order_release); /* racing threads store the same */
         return t;
     }
-    for (int i = 0; i < 2; i++) {
-        dead->w[i] = atomic_load_explicit(&e[i], memory_order_relaxed);
-        live->w[i] = atomic_load_explicit(&e[2 + i], memory_order_relaxed);
-    }
+    for (int k = 0; k < GR_EXC_WORDS; k++)
+        sets[k / 2]->w[k % 2] = atomic_load_explicit(&e[k], memory_order_relaxed);
     return t;
 }
 
@@ -198,7 +214,7 @@ static int32_t plain_run(const grammar *g, uint32_t q)
     int32_t cap = (int32_t)g->v->max_chars;
     uint32_t chain[257];
     int32_t k = 0;
-    bset dead, live;
+    bset dead, live, follow;
     chain[0] = q;
     for (;; k++) {
         int32_t m = k ? atomic_load_explicit(&g->run[chain[k]], memory_order_relaxed) : INT32_MIN;
@@ -206,7 +222,7 @@ static int32_t plain_run(const grammar *g, uint32_t q)
             r = m < 0 ? -1 : (m + k < cap ? m + k : cap);
             break;
         }
-        uint32_t t = plain_memo(g, chain[k], &dead, &live);
+        uint32_t t = plain_memo(g, chain[k], &dead, &live, &follow);
         if (t == GR_NONE || !t) { /* exact for every state of the chain */
             for (int32_t j = 0; j <= k; j++)
                 atomic_store_explicit(&g->run[chain[j]], t ? -1 : k - j, memory_order_relaxed);
@@ -231,18 +247,21 @@ static int32_t plain_run(const grammar *g, uint32_t q)
 typedef struct {
     bset first; /* at the first character (when the chain dies right there: its live ones) */
     bset live0; /* the live ones among them */
-    bset later; /* at characters 1 .. run - 1, and at every character of a loop */
+    bset later; /* at characters 1 .. run - 1, and at every character of a loop; with the bytes
+                 * that may follow a character counted regular and lead elsewhere */
     bset end;   /* the live ones of a dying state after run >= 1 characters */
     bset dead;  /* those of later dead at every character after the first, the end included */
 } chain;
 
 static void chain_exceptions(const grammar *g, uint32_t q, int32_t run, chain *c)
 {
-    bset d, l;
+    bset d, l, f, follow = {{0, 0}};
     *c = (chain){.dead = {{~0ull, ~0ull}}};
     uint32_t x = q;
     for (int32_t j = 0;; j++) {
-        uint32_t t = plain_memo(g, x, &d, &l);
+        uint32_t t = plain_memo(g, x, &d, &l, &f);
+        for (int i = 0; j < run && i < 2; i++)
+            follow.w[i] |= f.w[i];
         if (j == run) { /* after run characters: a dying end lets its live exceptions go on */
             for (int i = 0; !t && i < 2; i++) {
                 (j ? &c->end : &c->first)->w[i] |= l.w[i];
@@ -265,11 +284,13 @@ static void chain_exceptions(const grammar *g, uint32_t q, int32_t run, chain *c
         }
         x = t;
     }
-    for (int i = 0; i < 2; i++)
-        c->dead.w[i] &= c->later.w[i];
+    for (int i = 0; i < 2; i++) { /* a follower goes elsewhere where it follows: never dead there */
+        c->later.w[i] |= follow.w[i];
+        c->dead.w[i] &= c->later.w[i] & ~follow.w[i];
+    }
 }
 
-#define EXCEPTION_TOKENS 32768 /* above this many exception tokens, walking the trie is cheaper */
+#define EXCEPTION_TOKENS 4096 /* above this many tokens to walk one by one (~80 ns each), the trie is cheaper */
 #define SUBTREE_NODES 1024     /* a first-byte subtree larger than this is worth a level of its own */
 
 /* The plain tokens a level decides: depth 0, all of them, from q (x = q); depth 1, those opening with
@@ -278,14 +299,6 @@ typedef struct {
     uint32_t q, x, node;
     int depth;
 } level;
-
-static uint32_t inner_count(const grammar_vocab *v, const bset *s)
-{
-    uint32_t n = 0;
-    for (int c = 0; c < 128; c++)
-        n += bs_has(s, c) ? v->inner_off[c + 1] - v->inner_off[c] : 0;
-    return n;
-}
 
 static void set_subtree(const grammar_vocab *v, uint32_t node, uint32_t *x)
 {
@@ -424,12 +437,21 @@ static bset plain_classes(void)
     return s;
 }
 
+/* The class of plain token p's character number k (it has more than k). */
+static int char_at(const uint8_t *p, int32_t k)
+{
+    uint32_t i = 0;
+    while (k-- > 0)
+        i += gr_char_len(p[i]);
+    return p[i] < 0x80 ? p[i] : GR_NONASCII;
+}
+
 /* Walk, one by one, the level's tokens in the id lists of the bytes of s (each once: seen), but
  * those opening with an exception, decided apart (at: the tokens with an exception at the level's
- * first position, or with positive, those without; NULL: none has one); with longer_than, only
- * tokens of more characters. */
+ * first position, or with positive, those without; NULL: none has one); with at_char >= 0, only
+ * tokens whose character number at_char is of s (those running past a chain of at_char). */
 static void walk_listed(walk *w, const level *lv, const bset *s, const uint32_t *at, int positive,
-                        int32_t longer_than, uint32_t *seen)
+                        int32_t at_char, uint32_t *seen)
 {
     const grammar_vocab *v = w->g->v;
     const gr_trie *t = &v->trie[GR_TRIE_PLAIN];
@@ -440,9 +462,10 @@ static void walk_listed(walk *w, const level *lv, const bset *s, const uint32_t 
             continue;
         for (uint32_t k = v->inner_off[c]; k < v->inner_off[c + 1]; k++) {
             int32_t id = v->inner_ids[k];
-            uint32_t word = (uint32_t)id / 32, bit = 1u << (id & 31);
+            uint32_t len, word = (uint32_t)id / 32, bit = 1u << (id & 31);
             if ((seen[word] & bit) || (at && ((at[word] ^ flip) & bit)) || (opening && !(opening[word] & bit)) ||
-                (int32_t)v->nchars[id] <= longer_than)
+                (int32_t)v->nchars[id] <= at_char ||
+                (at_char >= 0 && !bs_has(s, char_at(vocab_bytes(v, id, &len), at_char))))
                 continue;
             seen[word] |= bit;
             walk_token(w, lv->q, id);
@@ -493,9 +516,13 @@ static int plain_level(walk *w, const level *lv, int32_t *base)
     bset walkn, special;
     for (int i = 0; i < 2; i++)
         special.w[i] = c.end.w[i] & ~c.later.w[i];
-    /* live exceptions of the dying end only: the tokens running past the chain that hold one, one by
-     * one, unless there are too many; then they join the later exceptions */
-    if (inner_count(v, &special) > EXCEPTION_TOKENS)
+    /* live exceptions of the dying end only: the tokens running past the chain with one there, one
+     * by one (looking at a token costs far less than walking it, and few are walked); when they are
+     * many and the trie tracks them, they join the later exceptions instead */
+    int special_letters = 0;
+    for (int b = 0; b < 128; b++)
+        special_letters |= bs_has(&special, b) && v->track[b] < 0;
+    if (!special_letters && inner_count(v, &special) > EXCEPTION_TOKENS)
         for (int i = 0; i < 2; i++) {
             c.later.w[i] |= special.w[i];
             special.w[i] = 0;
