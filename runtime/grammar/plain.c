@@ -1,7 +1,8 @@
 /* Plain tokens by character chains (for mask.c).
  *
  * From a state x, "regular" plain characters all lead to one state t (or to states that act as t on
- * every plain character), the rest are exceptions: dead ones, and live ones (leading elsewhere).
+ * every plain character, but perhaps a few where t dies and they go on: the tokens holding one of
+ * those are walked), the rest are exceptions: dead ones, and live ones (leading elsewhere).
  * Following t from state to state gives a chain; a plain token of at most `run` characters with no
  * exception where it stands (the first character against x's exceptions, later ones against the
  * later states') is accepted without walking it, by operations on the vocabulary's mask rows: by
@@ -15,7 +16,7 @@
  *  - tokens holding a later exception that is live somewhere: walked one by one from id lists, or
  *    the trie subtrees that hold one; those holding one that is dead at every later position: out;
  *  - tokens running past a chain that dies after `run` characters with a few live exceptions (the
- *    '.' that ends "[^\n]{0,60}\."): walked one by one, the few long ones that hold one.
+ *    '.' that ends "[^\n]{0,60}\."): the long ones with one where the chain ends, walked one by one.
  * In a JSON string there are no exceptions; a raw DSML value has one, '<' (163 tokens), since "</"
  * may start its end tag. */
 #include "runtime/common/error.h"
