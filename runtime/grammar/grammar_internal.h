@@ -20,16 +20,6 @@
 #define GR_MAX_DEPTH (GR_MAX_LEVELS + 2) /* matcher stack frames: root + one per level, + slack */
 #define GR_MAX_STACKS 32                 /* parses one matcher follows at once (ambiguous grammars) */
 
-/* Set bits of x. Portable on purpose: without -mpopcnt, __builtin_popcount is a libgcc call that
- * cost more than the rest of building a token set. */
-static inline uint32_t gr_popcount(uint32_t x)
-{
-    x = x - ((x >> 1) & 0x55555555u);
-    x = (x & 0x33333333u) + ((x >> 2) & 0x33333333u);
-    x = (x + (x >> 4)) & 0x0F0F0F0Fu;
-    return (x * 0x01010101u) >> 24;
-}
-
 /* ---- the vocabulary (vocab.c) ---- */
 
 enum { GR_TOK_NONE, GR_TOK_PLAIN, GR_TOK_OTHER, GR_TOK_CONTROL };
@@ -54,8 +44,10 @@ typedef struct {
 } gr_seq;
 
 /* "Plain" tokens are well-formed UTF-8 made only of characters every string state treats alike:
- * printable ASCII but '"' and '\', and any non-ASCII character but U+FF5C (the DSML marker's bar).
- * 125k of the 128k text tokens are plain; a state where every plain character leads to the same
+ * printable ASCII but '"' and '\', and any non-ASCII character but U+FF5C (the DSML marker's bar);
+ * the last may be cut short (byte-level BPE splits characters), unless what is left could begin
+ * U+FF5C: such a prefix lives exactly where a non-ASCII character may come, and counts as one.
+ * 126k of the 128k text tokens are plain; a state where every plain character leads to the same
  * next state decides all of them by character count alone (mask.c). */
 struct grammar_vocab {
     int32_t size;   /* model vocabulary: bits in a mask */
@@ -69,12 +61,14 @@ struct grammar_vocab {
     gr_trie trie[2];
     uint32_t max_chars; /* characters in the longest plain token */
     uint32_t *plain_le; /* [(max_chars + 1) * words]: row c = plain tokens of at most c characters */
-    /* Per ASCII byte b (row GR_NONASCII: any non-ASCII character), the plain tokens holding it: as
-     * a mask row, and as an id list (has[has_off[b] .. has_off[b + 1])). */
-    uint32_t *contains; /* [128 * words] */
-    uint32_t *starts;   /* [128 * words]: row b = plain tokens whose first byte is b (GR_NONASCII: >= 0x80) */
-    uint32_t has_off[129];
-    int32_t *has;
+    /* Plain tokens by where a character stands, as mask rows [128 * words], row b for ASCII byte b
+     * (row GR_NONASCII: any non-ASCII character): whose first character is b, whose second is b, and
+     * holding b from their third on. As id lists, those holding b after their first character
+     * (inner_ids[inner_off[b] .. inner_off[b + 1])) and from their third on (beyond_ids). */
+    uint32_t *starts, *second, *beyond;
+    uint32_t inner_off[129], beyond_off[129];
+    int32_t *inner_ids, *beyond_ids;
+    uint32_t top[256]; /* the plain trie's depth-1 node of each first byte, UINT32_MAX for none */
     int8_t track[128]; /* the bit of a non-letter plain byte (and GR_NONASCII) in trie.below, or -1 */
     uint32_t n_other;     /* the non-plain text tokens, numbered 0.. so a set of them is small */
     int32_t *other_ids;   /* [n_other] */
@@ -82,6 +76,12 @@ struct grammar_vocab {
     gr_seq seqs[16];    /* the plain non-ASCII characters */
     int n_seqs;
 };
+
+/* The bytes of the well-formed UTF-8 character that opens with byte lead. */
+static inline uint32_t gr_char_len(uint8_t lead)
+{
+    return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+}
 
 static inline const uint8_t *vocab_bytes(const grammar_vocab *v, int32_t id, uint32_t *len)
 {
@@ -244,18 +244,20 @@ struct grammar {
     uint32_t start;
     int uses_dsml;
     _Atomic(gr_entry *) *cache; /* [n] lazily built token sets (mask.c) */
-    _Atomic(void *) xmasks[16];  /* plain tokens without given exception bytes, by exception set (mask.c) */
+    _Atomic(void *) later_masks[32]; /* plain tokens holding given bytes past their start, by set (plain.c) */
     size_t table_bytes;          /* the automaton's arrays */
     atomic_size_t cache_bytes;   /* the token sets built so far */
     atomic_int *run;            /* [n] plain-character chain length memo (mask.c) */
     atomic_uint *uni;           /* [n] where regular plain characters lead, memo (mask.c) */
-    atomic_ullong *exc;         /* [4 n] that state's exceptions (dead, live), memo (mask.c) */
+    atomic_ullong *exc;         /* [GR_EXC_WORDS n] that state's exceptions (dead, live, followers), memo (plain.c) */
 };
 
 static inline uint32_t gr_step(const grammar *g, uint32_t q, unsigned sym)
 {
     return g->next[g->row[q] + g->cls[(size_t)g->rule[q] * GR_NSYM + sym]];
 }
+
+#define GR_EXC_WORDS 6 /* grammar.exc words per state: three byte sets */
 
 /* ---- matcher configurations (matcher.c) ---- */
 

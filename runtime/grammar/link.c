@@ -355,7 +355,7 @@ static int link_rules(grammar *g, const gr_dfa *d, uint32_t n_rules)
     g->start = base[0];
     /* per state: rule, row, flags, call_off, dist, and the mask memos (cache, run, uni, exc) */
     size_t per_state = sizeof *g->rule + sizeof *g->row + 1 + sizeof *g->call_off + sizeof *g->dist +
-                       sizeof *g->cache + sizeof *g->run + sizeof *g->uni + 4 * sizeof *g->exc;
+                       sizeof *g->cache + sizeof *g->run + sizeof *g->uni + GR_EXC_WORDS * sizeof *g->exc;
     g->table_bytes = cells * sizeof *g->next + (size_t)n * per_state + (size_t)n_rules * GR_NSYM * sizeof *g->cls +
                      n_calls * sizeof *g->calls;
     rc = 0;
@@ -394,7 +394,7 @@ int build_finish(gr_build *b, grammar **out)
     g->cache = dsk_calloc(g->n, sizeof *g->cache);
     g->run = dsk_calloc(g->n, sizeof *g->run);
     g->uni = dsk_calloc(g->n, sizeof *g->uni);
-    g->exc = dsk_calloc(4 * (size_t)g->n, sizeof *g->exc);
+    g->exc = dsk_calloc(GR_EXC_WORDS * (size_t)g->n, sizeof *g->exc);
     if (!g->cache || !g->run || !g->uni || !g->exc) {
         free(g->cache);
         free(g->run);
@@ -406,15 +406,15 @@ int build_finish(gr_build *b, grammar **out)
         g->exc = NULL;
         goto out;
     }
-    for (int i = 0; i < 16; i++)
-        atomic_init(&g->xmasks[i], NULL);
+    for (int i = 0; i < 32; i++)
+        atomic_init(&g->later_masks[i], NULL);
     atomic_init(&g->cache_bytes, 0);
     for (uint32_t i = 0; i < g->n; i++) {
         atomic_init(&g->cache[i], NULL);
         atomic_init(&g->run[i], INT32_MIN);
         atomic_init(&g->uni[i], GR_NONE - 1);
-        for (int k = 0; k < 4; k++)
-            atomic_init(&g->exc[4 * (size_t)i + k], 0);
+        for (int k = 0; k < GR_EXC_WORDS; k++)
+            atomic_init(&g->exc[GR_EXC_WORDS * (size_t)i + k], 0);
     }
     *out = g;
     g = NULL;

@@ -30,8 +30,8 @@ struct gr_entry {
 
 void mask_cache_free(grammar *g)
 {
-    for (int i = 0; i < 16; i++)
-        free(atomic_load_explicit(&g->xmasks[i], memory_order_relaxed));
+    for (int i = 0; i < 32; i++)
+        free(atomic_load_explicit(&g->later_masks[i], memory_order_relaxed));
     if (g->cache)
         for (uint32_t i = 0; i < g->n; i++)
             free(atomic_load_explicit(&g->cache[i], memory_order_relaxed));
@@ -141,20 +141,27 @@ static gr_entry *make_entry(walk *w, int32_t base)
     uint32_t n_groups = 0, n_plain = 0, other_words = (v->n_other + 31) / 32;
     for (uint32_t i = 0; i < n_unc; i++)
         n_groups += !i || suffix_cmp(v, &u[i - 1], &u[i]) != 0;
-    for (uint32_t i = 0; i < v->words; i++)
-        n_plain += gr_popcount(w->bits[i]);
+    /* the accepted plain ids into the scratch mask's room, up to words of them; past that, a full
+     * mask it is */
+    uint32_t *ids = w->scratch;
+    for (uint32_t i = 0; i < v->words && n_plain <= v->words; i++)
+        for (uint32_t pl = w->bits[i]; pl; pl &= pl - 1) {
+            if (n_plain < v->words)
+                ids[n_plain] = i * 32 + (uint32_t)__builtin_ctz(pl);
+            n_plain++;
+        }
     int as_bits = n_plain > v->words;
     size_t plain_words = as_bits ? v->words : n_plain;
     size_t size = sizeof(gr_entry) + (plain_words + other_words) * 4 + (size_t)n_groups * sizeof(gr_group) +
                   (size_t)n_unc * 4;
-    gr_entry *e = dsk_calloc(1, size);
+    gr_entry *e = dsk_malloc(size); /* every part is written below */
     if (!e) {
         free(u);
         return NULL;
     }
     uint8_t *p = (uint8_t *)(e + 1);
     e->base = base;
-    e->n_acc = n_plain;
+    e->n_acc = as_bits ? 0 : n_plain;
     e->bits = as_bits ? (uint32_t *)p : NULL;
     e->acc = as_bits ? NULL : (uint32_t *)p;
     p += plain_words * 4;
@@ -163,9 +170,7 @@ static gr_entry *make_entry(walk *w, int32_t base)
     if (as_bits)
         memcpy(e->bits, w->bits, v->words * sizeof *e->bits);
     else
-        for (uint32_t i = 0, k = 0; i < v->words; i++)
-            for (uint32_t pl = w->bits[i]; pl; pl &= pl - 1)
-                e->acc[k++] = i * 32 + (uint32_t)__builtin_ctz(pl);
+        memcpy(e->acc, ids, n_plain * sizeof *e->acc);
     memcpy(e->other_bits, w->other, other_words * sizeof *e->other_bits);
     e->groups = (gr_group *)p;
     e->n_groups = n_groups;
@@ -184,20 +189,21 @@ static gr_entry *make_entry(walk *w, int32_t base)
 
 static gr_entry *compute_entry(const grammar *g, uint32_t q)
 {
-    walk *w = dsk_calloc(1, sizeof *w);
+    /* one block: the walk, then its masks (bits and other zeroed, the scratch ones not) */
+    size_t words = g->v->words, other_words = (g->v->n_other + 31) / 32 + 1;
+    walk *w = dsk_malloc(sizeof *w + (3 * words + other_words) * sizeof(uint32_t));
     gr_entry *e = NULL;
     if (!w)
         return NULL;
+    memset(w, 0, offsetof(walk, n_items));
     w->g = g;
     w->mask = 4095;
     w->cap_fr = 2048;
-    w->fr = dsk_malloc(w->cap_fr * sizeof *w->fr);
-    w->slot = dsk_calloc(w->mask + 1, sizeof *w->slot);
-    w->bits = dsk_calloc(g->v->words, sizeof *w->bits);
-    w->other = dsk_calloc((g->v->n_other + 31) / 32 + 1, sizeof *w->other);
-    if (!w->fr || !w->slot || !w->bits || !w->other)
-        goto done;
-    w->fr[0] = (wframe){0, 0};
+    w->bits = (uint32_t *)(w + 1);
+    w->other = w->bits + words;
+    w->scratch = w->other + other_words;
+    w->scratch2 = w->scratch + words;
+    memset(w->bits, 0, (words + other_words) * sizeof *w->bits);
     w->n_fr = 1; /* frame 0 is the state's own rule */
     int32_t base = plain_by_chain(w, q);
     if (base == -2) {
@@ -207,13 +213,10 @@ static gr_entry *compute_entry(const grammar *g, uint32_t q)
     walk_trie(w, q, GR_TRIE_OTHER, 0, g->v->trie[GR_TRIE_OTHER].n, 0);
     if (!w->failed)
         e = make_entry(w, base);
-done:
     if (!e)
         dsk_err_ctx("computing the token mask of grammar state %u", q);
     free(w->fr);
     free(w->slot);
-    free(w->bits);
-    free(w->other);
     free(w->unc);
     free(w->tunc);
     free(w);
@@ -245,14 +248,10 @@ int mask_stack(const grammar *g, const uint32_t *st, uint32_t d, uint32_t *mask,
     const gr_entry *e = mask_entry(g, st[d - 1]);
     if (!e)
         return -1;
-    if (e->base >= 0) {
-        const uint32_t *row = v->plain_le + (size_t)e->base * v->words;
-        for (uint32_t i = 0; i < v->words; i++)
-            mask[i] |= row[i];
-    }
+    if (e->base >= 0)
+        mask_or(mask, v->plain_le + (size_t)e->base * v->words, v->words);
     if (e->bits) {
-        for (uint32_t i = 0; i < v->words; i++)
-            mask[i] |= e->bits[i];
+        mask_or(mask, e->bits, v->words);
     } else {
         for (uint32_t i = 0; i < e->n_acc; i++)
             mask[e->acc[i] / 32] |= 1u << (e->acc[i] & 31);

@@ -27,19 +27,33 @@ typedef struct {
 
 typedef struct {
     const grammar *g;
-    wframe *fr;
+    wframe *fr;           /* frame 0 is implicit; the rest allocated on first use, with slot */
     uint32_t n_fr, cap_fr;
     uint32_t *slot, mask; /* (ret, up) -> frame + 1 */
-    witem items[256][WALK_WIDTH];
-    uint8_t n_items[256];
     uint32_t *bits;  /* accepted plain ids */
     uint32_t *other; /* accepted non-plain tokens, by vocab.other_index */
+    uint32_t *scratch, *scratch2; /* two masks' worth of room for plain.c */
     urange *unc; /* uncertain subtrees */
     uint32_t n_unc, cap_unc;
     uent *tunc; /* uncertain tokens walked one by one */
     uint32_t n_tunc, cap_tunc;
     int failed;
+    /* last and not zeroed: items[d] is written before it is read */
+    uint8_t n_items[256];
+    witem items[256][WALK_WIDTH];
 } walk;
+
+/* x |= row over words. In blocks of a fixed size, which GCC vectorizes at -O2 (a plain loop over
+ * a uint32_t count, through pointers that may alias, it does not). */
+static inline void mask_or(uint32_t *restrict x, const uint32_t *restrict row, size_t words)
+{
+    size_t i = 0;
+    for (; i + 64 <= words; i += 64)
+        for (size_t k = 0; k < 64; k++)
+            x[i + k] |= row[i + k];
+    for (; i < words; i++)
+        x[i] |= row[i];
+}
 
 /* Whether q neither calls nor may return: a walk steps it by table lookup alone. */
 static inline int walk_simple(const grammar *g, uint32_t q)
@@ -47,9 +61,9 @@ static inline int walk_simple(const grammar *g, uint32_t q)
     return !(g->flags[q] & GR_SLOW);
 }
 
-/* Walk nodes [from, to) of trie k (whole subtrees) from state q, marking the tokens accepted in
- * w->bits and recording the uncertain subtrees; with need, only the plain-trie subtrees that hold
- * one of those tracked bytes (or lie below one). */
+/* Walk nodes [from, to) of trie k (whole subtrees below one node, whose prefix led to state q),
+ * marking the tokens accepted in w->bits and recording the uncertain subtrees; with need, only the
+ * plain tokens holding one of those tracked bytes below the range's top depth. */
 void walk_trie(walk *w, uint32_t q, int k, uint32_t from, uint32_t to, uint64_t need);
 /* One token from q, byte by byte, with the same rules. */
 void walk_token(walk *w, uint32_t q, int32_t id);

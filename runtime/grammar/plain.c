@@ -1,13 +1,24 @@
 /* Plain tokens by character chains (for mask.c).
  *
- * From a state x, "regular" plain characters all lead to one state t, the rest are exceptions:
- * dead ones, and live ones (leading elsewhere). Following t from state to state gives a chain; a
- * plain token of at most `run` characters none of which is an exception anywhere on the chain is
- * accepted without walking it, by bitmask operations over the vocabulary's precomputed rows.
- * Tokens holding a live exception are found by walking only the trie subtrees that hold one;
- * tokens whose exceptions are all dead everywhere on the chain are rejected; an exception only at
- * the first character costs the trie subtree that opens with it. In a JSON string there are no
- * exceptions; a raw DSML value has one, '<' (163 tokens), since "</" may start its end tag. */
+ * From a state x, "regular" plain characters all lead to one state t (or to states that act as t on
+ * every plain character, but perhaps a few where t dies and they go on: the tokens holding one of
+ * those are walked), the rest are exceptions: dead ones, and live ones (leading elsewhere).
+ * Following t from state to state gives a chain; a plain token of at most `run` characters with no
+ * exception where it stands (the first character against x's exceptions, later ones against the
+ * later states') is accepted without walking it, by operations on the vocabulary's mask rows: by
+ * character count, by first character, and by the bytes after the first. Every token has one first
+ * character, so the tokens opening with an exception are built from whichever side is cheaper;
+ * "holds one of these bytes later" is kept per grammar, since the positions of a bounded repetition
+ * share one set. The rest:
+ *  - tokens opening with a live exception: the trie subtree below that byte, as a level of its own
+ *    when it is large (the same shortcut one character in: the 40k tokens opening with ' ' before
+ *    free text, or a capitalized word), else walked;
+ *  - tokens holding a later exception that is live somewhere: walked one by one from id lists, or
+ *    the trie subtrees that hold one; those holding one that is dead at every later position: out;
+ *  - tokens running past a chain that dies after `run` characters with a few live exceptions (the
+ *    '.' that ends "[^\n]{0,60}\."): the long ones with one where the chain ends, walked one by one.
+ * In a JSON string there are no exceptions; a raw DSML value has one, '<' (163 tokens), since "</"
+ * may start its end tag. */
 #include "runtime/common/error.h"
 #include "runtime/grammar/mask_walk.h"
 
@@ -75,14 +86,57 @@ static uint32_t multibyte_target(const grammar *g, uint32_t x)
     return m;
 }
 
+static uint32_t inner_count(const grammar_vocab *v, const bset *s)
+{
+    uint32_t n = 0;
+    for (int c = 0; c < 128; c++)
+        n += bs_has(s, c) ? v->inner_off[c + 1] - v->inner_off[c] : 0;
+    return n;
+}
+
+/* Whether a character that leads x to y instead of the regular target t may count as regular: y and
+ * t (states of one rule, both simple: the accept bit they may differ in matters to EOS only) go to
+ * the same state on every byte a plain character can open with, but those of *follow, where t dies
+ * and y goes on. Then a token acts as if the character led to t unless one of those comes next; the
+ * tokens holding one are walked, so this pays when they are fewer than those holding the character
+ * (inner: how many those are). The '.' that may end a bounded text, {0,60} of it, before its final
+ * '.' needs no followers; the 'a' in "[a-z ]*a[0-9]" has the digits. */
+static int plain_alike(const grammar *g, uint32_t y, uint32_t t, uint32_t inner, bset *follow)
+{
+    if (y == t)
+        return 1;
+    if (!walk_simple(g, y) || !walk_simple(g, t))
+        return 0;
+    const uint16_t *cls = g->cls + (size_t)g->rule[t] * GR_NSYM;
+    const uint32_t *ry = g->next + g->row[y], *rt = g->next + g->row[t];
+    if (!memcmp(ry, rt, g->ncls[g->rule[t]] * sizeof *ry))
+        return 1;
+    bset f = {{0, 0}}, fresh;
+    for (unsigned b = 0x20; b < 0xF5; b++) {
+        if ((!plain_ascii(b) && b < 0xC2) || ry[cls[b]] == rt[cls[b]])
+            continue;
+        if (rt[cls[b]])
+            return 0;
+        bs_set(&f, b < 0x80 ? (int)b : GR_NONASCII);
+    }
+    for (int i = 0; i < 2; i++)
+        fresh.w[i] = f.w[i] & ~follow->w[i];
+    if (inner_count(g->v, &fresh) > inner)
+        return 0;
+    for (int i = 0; i < 2; i++)
+        follow->w[i] |= f.w[i];
+    return 1;
+}
+
 #define TEXT_LIKE 20 /* regular ASCII bytes a state needs for the chain shortcut to pay off */
 #define FEW_LIVE 8   /* live exceptions a dying state may have and still end a chain */
 
 /* The regular target from x (0: the chain ends here, every plain character but the live exceptions
- * dies), or GR_NONE when x has no such structure. */
-static uint32_t plain_step(const grammar *g, uint32_t x, bset *dead, bset *live)
+ * dies), or GR_NONE when x has no such structure; follow: the bytes after which a character counted
+ * regular may lead elsewhere (plain_alike). */
+static uint32_t plain_step(const grammar *g, uint32_t x, bset *dead, bset *live, bset *follow)
 {
-    *dead = *live = (bset){{0, 0}};
+    *dead = *live = *follow = (bset){{0, 0}};
     if (!walk_simple(g, x))
         return GR_NONE;
     uint32_t m = multibyte_target(g, x);
@@ -116,9 +170,17 @@ static uint32_t plain_step(const grammar *g, uint32_t x, bset *dead, bset *live)
             t = 0;
         }
     }
-    for (unsigned b = 0x20; b < 0x7F; b++)
-        if (plain_ascii(b) && (target[b] != t || !t))
-            bs_set(target[b] ? live : dead, (int)b);
+    uint32_t alike = GR_NONE; /* the last live target found alike to t */
+    for (unsigned b = 0x20; b < 0x7F; b++) {
+        if (!plain_ascii(b) || (target[b] == t && t))
+            continue;
+        uint32_t inner = g->v->inner_off[b + 1] - g->v->inner_off[b];
+        if (t && target[b] && (target[b] == alike || plain_alike(g, target[b], t, inner, follow))) {
+            alike = target[b];
+            continue;
+        }
+        bs_set(target[b] ? live : dead, (int)b);
+    }
     if (m != t || !t)
         bs_set(dead, GR_NONASCII); /* m is 0 then */
     return t;
@@ -126,23 +188,20 @@ static uint32_t plain_step(const grammar *g, uint32_t x, bset *dead, bset *live)
 
 #define UNI_UNKNOWN (GR_NONE - 1)
 
-static uint32_t plain_memo(const grammar *g, uint32_t x, bset *dead, bset *live)
+static uint32_t plain_memo(const grammar *g, uint32_t x, bset *dead, bset *live, bset *follow)
 {
     uint32_t t = atomic_load_explicit(&g->uni[x], memory_order_acquire);
-    atomic_ullong *e = &g->exc[4 * (size_t)x];
+    atomic_ullong *e = &g->exc[GR_EXC_WORDS * (size_t)x];
+    bset *sets[3] = {dead, live, follow};
     if (t == UNI_UNKNOWN) {
-        t = plain_step(g, x, dead, live);
-        for (int i = 0; i < 2; i++) {
-            atomic_store_explicit(&e[i], dead->w[i], memory_order_relaxed);
-            atomic_store_explicit(&e[2 + i], live->w[i], memory_order_relaxed);
-        }
+        t = plain_step(g, x, dead, live, follow);
+        for (int k = 0; k < GR_EXC_WORDS; k++)
+            atomic_store_explicit(&e[k], sets[k / 2]->w[k % 2], memory_order_relaxed);
         atomic_store_explicit(&g->uni[x], t, memory_order_release); /* racing threads store the same */
         return t;
     }
-    for (int i = 0; i < 2; i++) {
-        dead->w[i] = atomic_load_explicit(&e[i], memory_order_relaxed);
-        live->w[i] = atomic_load_explicit(&e[2 + i], memory_order_relaxed);
-    }
+    for (int k = 0; k < GR_EXC_WORDS; k++)
+        sets[k / 2]->w[k % 2] = atomic_load_explicit(&e[k], memory_order_relaxed);
     return t;
 }
 
@@ -156,7 +215,7 @@ static int32_t plain_run(const grammar *g, uint32_t q)
     int32_t cap = (int32_t)g->v->max_chars;
     uint32_t chain[257];
     int32_t k = 0;
-    bset dead, live;
+    bset dead, live, follow;
     chain[0] = q;
     for (;; k++) {
         int32_t m = k ? atomic_load_explicit(&g->run[chain[k]], memory_order_relaxed) : INT32_MIN;
@@ -164,7 +223,7 @@ static int32_t plain_run(const grammar *g, uint32_t q)
             r = m < 0 ? -1 : (m + k < cap ? m + k : cap);
             break;
         }
-        uint32_t t = plain_memo(g, chain[k], &dead, &live);
+        uint32_t t = plain_memo(g, chain[k], &dead, &live, &follow);
         if (t == GR_NONE || !t) { /* exact for every state of the chain */
             for (int32_t j = 0; j <= k; j++)
                 atomic_store_explicit(&g->run[chain[j]], t ? -1 : k - j, memory_order_relaxed);
@@ -185,180 +244,355 @@ static int32_t plain_run(const grammar *g, uint32_t q)
     return r;
 }
 
-/* The exceptions met along q's chain of `run` characters: at the first character (first), at the
- * later ones (later; at the dying state that may end a short chain, only its live ones), and those
- * dead at every position (dead). */
-static void chain_exceptions(const grammar *g, uint32_t q, int32_t run, bset *first, bset *later, bset *dead)
+/* The exceptions met along a chain of `run` characters, as byte sets. */
+typedef struct {
+    bset first; /* at the first character (when the chain dies right there: its live ones) */
+    bset live0; /* the live ones among them */
+    bset later; /* at characters 1 .. run - 1, and at every character of a loop; with the bytes
+                 * that may follow a character counted regular and lead elsewhere */
+    bset end;   /* the live ones of a dying state after run >= 1 characters */
+    bset dead;  /* those of later dead at every character after the first, the end included */
+} chain;
+
+static void chain_exceptions(const grammar *g, uint32_t q, int32_t run, chain *c)
 {
-    bset d, l;
-    *first = *later = (bset){{0, 0}};
-    *dead = (bset){{~0ull, ~0ull}};
+    bset d, l, f, follow = {{0, 0}};
+    *c = (chain){.dead = {{~0ull, ~0ull}}};
     uint32_t x = q;
     for (int32_t j = 0;; j++) {
-        uint32_t t = plain_memo(g, x, &d, &l);
-        bset *at = j ? later : first;
+        uint32_t t = plain_memo(g, x, &d, &l, &f);
+        for (int i = 0; j < run && i < 2; i++)
+            follow.w[i] |= f.w[i];
         if (j == run) { /* after run characters: a dying end lets its live exceptions go on */
             for (int i = 0; !t && i < 2; i++) {
-                at->w[i] |= l.w[i];
-                dead->w[i] &= d.w[i];
+                (j ? &c->end : &c->first)->w[i] |= l.w[i];
+                c->live0.w[i] |= j ? 0 : l.w[i];
+                c->dead.w[i] &= j ? d.w[i] : ~0ull;
             }
             break;
         }
         for (int i = 0; i < 2; i++) {
-            at->w[i] |= d.w[i] | l.w[i];
-            dead->w[i] &= d.w[i];
+            (j ? &c->later : &c->first)->w[i] |= d.w[i] | l.w[i];
+            c->live0.w[i] |= j ? 0 : l.w[i];
+            c->dead.w[i] &= j ? d.w[i] : ~0ull;
         }
         if (t == x) { /* a self-loop: every further step the same */
-            for (int i = 0; i < 2; i++)
-                later->w[i] |= d.w[i] | l.w[i];
+            for (int i = 0; i < 2; i++) {
+                c->later.w[i] |= d.w[i] | l.w[i];
+                c->dead.w[i] &= d.w[i];
+            }
             break;
         }
         x = t;
     }
-    for (int i = 0; i < 2; i++)
-        dead->w[i] &= first->w[i] | later->w[i];
+    for (int i = 0; i < 2; i++) { /* a follower goes elsewhere where it follows: never dead there */
+        c->later.w[i] |= follow.w[i];
+        c->dead.w[i] &= c->later.w[i] & ~follow.w[i];
+    }
 }
 
-typedef struct {
-    uint64_t key[4]; /* first-byte exceptions, anywhere exceptions */
-    uint32_t bits[];
-} xmask;
+#define EXCEPTION_TOKENS 4096 /* above this many tokens to walk one by one (~80 ns each), the trie is cheaper */
+#define SUBTREE_NODES 1024     /* a first-byte subtree larger than this is worth a level of its own */
 
-/* The plain tokens opening with a byte of `first` or holding one of `other`: an OR of many rows,
- * the same for every position of a bounded repetition, so kept per grammar (a few sets at most).
- * *owned: the caller frees the mask (the cache was full). */
-static const uint32_t *exclusion(const grammar *g, const bset *first, const bset *other, int *owned)
+/* The plain tokens a level decides: depth 0, all of them, from q (x = q); depth 1, those opening with
+ * the byte of trie node `node`, from x = q after that byte, characters counted after it. */
+typedef struct {
+    uint32_t q, x, node;
+    int depth;
+} level;
+
+static void set_subtree(const grammar_vocab *v, uint32_t node, uint32_t *x)
 {
+    const gr_trie *t = &v->trie[GR_TRIE_PLAIN];
+    for (uint32_t i = node; i < t->end[node]; i++)
+        for (int32_t id = t->tok[i]; id >= 0; id = t->more[i] ? v->same[id] : -1)
+            x[(uint32_t)id / 32] |= 1u << (id & 31);
+}
+
+/* The depth-1 nodes below the level's node, by byte (ASCII), or the root's children at depth 0. */
+static void level_children(const grammar_vocab *v, const level *lv, uint32_t child[128])
+{
+    const gr_trie *t = &v->trie[GR_TRIE_PLAIN];
+    for (int c = 0; c < 128; c++)
+        child[c] = lv->depth ? UINT32_MAX : v->top[c];
+    for (uint32_t i = lv->node + 1; lv->depth && i < t->end[lv->node]; i = t->end[i])
+        if (t->byte[i] < 0x80)
+            child[t->byte[i]] = i;
+}
+
+#define LIGHT(v) ((v)->words / 16) /* a mask row costs about as much as setting this many bits */
+
+/* What setting the level's tokens whose character at the level's first position is c costs: the
+ * nodes of the subtree below that byte, or a row when that is cheaper (non-ASCII: always). */
+static uint32_t first_cost(const grammar_vocab *v, const uint32_t child[128], int c)
+{
+    const gr_trie *t = &v->trie[GR_TRIE_PLAIN];
+    if (c == GR_NONASCII)
+        return LIGHT(v);
+    if (child[c] == UINT32_MAX)
+        return 0;
+    return t->end[child[c]] - child[c] < LIGHT(v) ? t->end[child[c]] - child[c] : LIGHT(v);
+}
+
+/* x = the level's tokens whose character at the level's first position is in s (rows: starts at
+ * depth 0, second at depth 1; those of other opening bytes fall outside the level). */
+static void first_position(const grammar_vocab *v, const level *lv, const uint32_t child[128], const bset *s,
+                           uint32_t *x)
+{
+    const uint32_t *rows = lv->depth ? v->second : v->starts;
+    memset(x, 0, v->words * sizeof *x);
+    for (int c = 0; c < 128; c++) {
+        uint32_t cost = bs_has(s, c) ? first_cost(v, child, c) : 0;
+        if (cost == LIGHT(v))
+            mask_or(x, rows + (size_t)c * v->words, v->words);
+        else if (cost)
+            set_subtree(v, child[c], x);
+    }
+}
+
+/* Plain tokens holding a byte of a set at a later position: after the first character (depth 0), or
+ * from the third on (depth 1); built from rows and id lists, and kept per grammar when they took a
+ * while, since a grammar meets few such sets (the positions of a bounded repetition share one). */
+typedef struct {
+    int depth;
+    bset set;
+    uint32_t bits[];
+} later_mask;
+
+#define LATER_SLOTS ((int)(sizeof ((grammar *)0)->later_masks / sizeof ((grammar *)0)->later_masks[0]))
+
+static const uint32_t *later_positions(walk *w, int depth, const bset *s)
+{
+    grammar *g = (grammar *)w->g; /* the cache is the grammar's only mutable part, and atomic */
     const grammar_vocab *v = g->v;
-    uint64_t key[4] = {first->w[0], first->w[1], other->w[0], other->w[1]};
-    grammar *mg = (grammar *)g; /* the cache is the grammar's only mutable part, and atomic */
-    *owned = 0;
-    for (int i = 0; i < 16; i++) {
-        const xmask *x = atomic_load_explicit(&mg->xmasks[i], memory_order_acquire);
-        if (x && !memcmp(x->key, key, sizeof key))
-            return x->bits;
+    if (!s->w[0] && !s->w[1])
+        return v->plain_le; /* row 0: no token has at most 0 characters */
+    for (int i = 0; i < LATER_SLOTS; i++) {
+        const later_mask *m = atomic_load_explicit(&g->later_masks[i], memory_order_acquire);
+        if (m && m->depth == depth && !memcmp(&m->set, s, sizeof *s))
+            return m->bits;
     }
-    xmask *x = dsk_malloc(sizeof *x + v->words * sizeof(uint32_t));
-    if (!x)
-        return NULL;
-    memcpy(x->key, key, sizeof key);
-    const uint32_t *rows[128];
-    int n = 0;
-    for (int b = 0; b < 128; b++) {
-        if (bs_has(first, b))
-            rows[n++] = v->starts + (size_t)b * v->words;
-        else if (bs_has(other, b))
-            rows[n++] = v->contains + (size_t)b * v->words;
+    uint32_t *x = w->scratch2, cost = 0;
+    memset(x, 0, v->words * sizeof *x);
+    for (int c = 0; c < 128; c++) {
+        if (!bs_has(s, c))
+            continue;
+        const int32_t *ids = depth ? v->beyond_ids + v->beyond_off[c] : v->inner_ids + v->inner_off[c];
+        uint32_t n = depth ? v->beyond_off[c + 1] - v->beyond_off[c] : v->inner_off[c + 1] - v->inner_off[c];
+        if (n > LIGHT(v)) {
+            mask_or(x, v->beyond + (size_t)c * v->words, v->words);
+            if (!depth)
+                mask_or(x, v->second + (size_t)c * v->words, v->words);
+            cost += LIGHT(v);
+            continue;
+        }
+        for (uint32_t k = 0; k < n; k++)
+            x[(uint32_t)ids[k] / 32] |= 1u << (ids[k] & 31);
+        cost += n;
     }
-    /* in blocks of words, so the block of the result stays in registers/L1 across all rows */
-    for (uint32_t i0 = 0; i0 < v->words; i0 += 64) {
-        uint32_t n_w = v->words - i0 < 64 ? v->words - i0 : 64, acc[64] = {0};
-        for (int k = 0; k < n; k++)
-            for (uint32_t i = 0; i < n_w; i++)
-                acc[i] |= rows[k][i0 + i];
-        memcpy(x->bits + i0, acc, n_w * sizeof *acc);
-    }
-    for (int i = 0; i < 16; i++) {
+    later_mask *m = cost > 2 * LIGHT(v) ? dsk_malloc(sizeof *m + v->words * sizeof(uint32_t)) : NULL;
+    if (!m) /* cheap to build again, or no memory to keep it: use it once */
+        return x;
+    m->depth = depth;
+    m->set = *s;
+    memcpy(m->bits, x, v->words * sizeof *x);
+    for (int i = 0; i < LATER_SLOTS; i++) {
         void *expected = NULL;
-        if (atomic_compare_exchange_strong_explicit(&mg->xmasks[i], &expected, x, memory_order_acq_rel,
-                                                    memory_order_acquire))
-            return x->bits;
-        const xmask *y = expected;
-        if (!memcmp(y->key, key, sizeof key)) { /* another thread just added the same */
-            free(x);
-            return y->bits;
+        if (atomic_compare_exchange_strong_explicit(&g->later_masks[i], &expected, m, memory_order_acq_rel,
+                                                    memory_order_acquire)) {
+            atomic_fetch_add_explicit(&g->cache_bytes, sizeof *m + v->words * sizeof(uint32_t),
+                                      memory_order_relaxed);
+            return m->bits;
+        }
+        const later_mask *o = expected;
+        if (o->depth == depth && !memcmp(&o->set, s, sizeof *s)) { /* another thread just kept the same */
+            free(m);
+            return o->bits;
         }
     }
-    *owned = 1;
-    return x->bits;
+    free(m); /* every slot taken */
+    return x;
 }
 
-static void free_exclusion(const uint32_t *bits, int owned)
+/* bits |= row & opening & (positive ? at : ~at) & ~later, in blocks as mask_or. */
+static void add_bulk(uint32_t *restrict bits, const uint32_t *restrict row, const uint32_t *restrict opening,
+                     const uint32_t *restrict at, int positive, const uint32_t *restrict later, size_t words)
 {
-    if (owned)
-        free((uint8_t *)bits - offsetof(xmask, bits));
+    uint32_t flip = positive ? 0 : ~0u;
+    size_t i = 0;
+    for (; i + 64 <= words; i += 64)
+        for (size_t k = 0; k < 64; k++)
+            bits[i + k] |= row[i + k] & opening[i + k] & ((at[i + k] ^ flip) & ~later[i + k]);
+    for (; i < words; i++)
+        bits[i] |= row[i] & opening[i] & ((at[i] ^ flip) & ~later[i]);
 }
 
-#define EXCEPTION_TOKENS 32768 /* above this many exception tokens, walking the trie is cheaper */
+/* The plain characters' classes: plain ASCII bytes and GR_NONASCII. */
+static bset plain_classes(void)
+{
+    bset s = {{0, 0}};
+    for (int b = 0x20; b < 0x7F; b++)
+        if (plain_ascii((unsigned)b))
+            bs_set(&s, b);
+    bs_set(&s, GR_NONASCII);
+    return s;
+}
 
-int32_t plain_by_chain(walk *w, uint32_t q)
+/* The class of plain token p's character number k (it has more than k). */
+static int char_at(const uint8_t *p, int32_t k)
+{
+    uint32_t i = 0;
+    while (k-- > 0)
+        i += gr_char_len(p[i]);
+    return p[i] < 0x80 ? p[i] : GR_NONASCII;
+}
+
+/* Walk, one by one, the level's tokens in the id lists of the bytes of s (each once: seen), but
+ * those opening with an exception, decided apart (at: the tokens with an exception at the level's
+ * first position, or with positive, those without; NULL: none has one); with at_char >= 0, only
+ * tokens whose character number at_char is of s (those running past a chain of at_char). */
+static void walk_listed(walk *w, const level *lv, const bset *s, const uint32_t *at, int positive,
+                        int32_t at_char, uint32_t *seen)
+{
+    const grammar_vocab *v = w->g->v;
+    const gr_trie *t = &v->trie[GR_TRIE_PLAIN];
+    const uint32_t *opening = lv->depth ? v->starts + (size_t)t->byte[lv->node] * v->words : NULL;
+    uint32_t flip = positive ? ~0u : 0;
+    for (int c = 0; c < 128 && !w->failed; c++) {
+        if (!bs_has(s, c))
+            continue;
+        for (uint32_t k = v->inner_off[c]; k < v->inner_off[c + 1]; k++) {
+            int32_t id = v->inner_ids[k];
+            uint32_t len, word = (uint32_t)id / 32, bit = 1u << (id & 31);
+            if ((seen[word] & bit) || (at && ((at[word] ^ flip) & bit)) || (opening && !(opening[word] & bit)) ||
+                (int32_t)v->nchars[id] <= at_char ||
+                (at_char >= 0 && !bs_has(s, char_at(vocab_bytes(v, id, &len), at_char))))
+                continue;
+            seen[word] |= bit;
+            walk_token(w, lv->q, id);
+        }
+    }
+}
+
+static int plain_level(walk *w, const level *lv, int32_t *base);
+
+/* The subtrees below the level's node that open with a live exception: a level of their own when
+ * large and the chain shortcut applies there, else walked. */
+static void walk_opens(walk *w, const level *lv, const uint32_t child[128], const bset *opens)
+{
+    const grammar *g = w->g;
+    const gr_trie *t = &g->v->trie[GR_TRIE_PLAIN];
+    uint32_t lo = lv->depth ? lv->node + 1 : 0, hi = lv->depth ? t->end[lv->node] : t->n;
+    if (bs_has(opens, GR_NONASCII))
+        for (uint32_t i = lo; i < hi; i = t->end[i])
+            if (t->byte[i] >= 0x80)
+                walk_trie(w, lv->x, GR_TRIE_PLAIN, i, t->end[i], 0);
+    for (int c = 0; c < GR_NONASCII; c++) {
+        uint32_t n = bs_has(opens, c) ? child[c] : UINT32_MAX;
+        if (n == UINT32_MAX)
+            continue;
+        if (!lv->depth && t->end[n] - n > SUBTREE_NODES) {
+            level sub = {lv->q, gr_step(g, lv->q, (unsigned)c), n, 1};
+            if (!plain_level(w, &sub, NULL))
+                continue;
+        }
+        walk_trie(w, lv->x, GR_TRIE_PLAIN, n, t->end[n], 0);
+    }
+}
+
+/* The level's plain tokens by x's chain, into w->bits (at depth 0, *base instead when the chain has
+ * no exceptions: plain tokens of at most *base characters). 1 when the shortcut does not apply (no
+ * chain from x, or too many tokens to walk one by one with bytes the trie does not track): the
+ * caller walks the level's trie instead. */
+static int plain_level(walk *w, const level *lv, int32_t *base)
 {
     const grammar *g = w->g;
     const grammar_vocab *v = g->v;
     const gr_trie *pt = &v->trie[GR_TRIE_PLAIN];
-    int32_t run = plain_run(g, q);
+    int32_t run = plain_run(g, lv->x);
     if (run < 0)
-        return -2;
-    bset first, later, dead, walk1 = {{0, 0}}, walkn = {{0, 0}};
-    chain_exceptions(g, q, run, &first, &later, &dead);
-    if (!first.w[0] && !first.w[1] && !later.w[0] && !later.w[1])
-        return run;
-    /* tokens with a later exception that is not always dead: one by one; tokens opening with a
-     * first-character-only exception: their trie subtree (a non-ASCII one: one by one too) */
-    for (int i = 0; i < 2; i++) {
-        walkn.w[i] = later.w[i] & ~dead.w[i];
-        walk1.w[i] = first.w[i] & ~later.w[i] & ~dead.w[i];
-    }
-    if (bs_has(&walk1, GR_NONASCII)) {
-        walk1.w[1] &= ~(1ull << (GR_NONASCII - 64));
-        bs_set(&walkn, GR_NONASCII);
-    }
-    /* tokens holding a later exception: the plain trie's subtrees that hold one, or, when that is a
-     * letter (the subtree sets do not track letters), the tokens one by one, if not too many */
+        return 1;
+    chain c;
+    chain_exceptions(g, lv->x, run, &c);
+    bset walkn, special;
+    for (int i = 0; i < 2; i++)
+        special.w[i] = c.end.w[i] & ~c.later.w[i];
+    /* live exceptions of the dying end only: the tokens running past the chain with one there, one
+     * by one (looking at a token costs far less than walking it, and few are walked); when they are
+     * many and the trie tracks them, they join the later exceptions instead */
+    int special_letters = 0;
+    for (int b = 0; b < 128; b++)
+        special_letters |= bs_has(&special, b) && v->track[b] < 0;
+    if (!special_letters && inner_count(v, &special) > EXCEPTION_TOKENS)
+        for (int i = 0; i < 2; i++) {
+            c.later.w[i] |= special.w[i];
+            special.w[i] = 0;
+        }
+    for (int i = 0; i < 2; i++)
+        walkn.w[i] = c.later.w[i] & ~c.dead.w[i];
+    int lists = inner_count(v, &walkn) <= EXCEPTION_TOKENS, letters = 0;
     uint64_t need = 0;
-    int letters = 0;
-    uint32_t walked = 0;
     for (int b = 0; b < 128; b++)
         if (bs_has(&walkn, b)) {
-            walked += v->has_off[b + 1] - v->has_off[b];
             if (v->track[b] >= 0)
                 need |= 1ull << v->track[b];
             else
                 letters = 1;
         }
-    if (letters && walked > EXCEPTION_TOKENS)
-        return -2;
-    bset other;
+    if (!lists && letters)
+        return 1;
+    int plain = !c.first.w[0] && !c.first.w[1] && !c.later.w[0] && !c.later.w[1];
+    if (plain && base && !special.w[0] && !special.w[1]) {
+        *base = run;
+        return 0;
+    }
+    if (base)
+        *base = -1;
+    /* the bulk: tokens of at most run characters (after the opening) with no exception where it
+     * stands. Every token of the level has one character at the level's first position, so those
+     * with an exception there are the complement of those with a regular one: build the cheaper. */
+    uint32_t child[128], *x = w->scratch;
+    if (c.first.w[0] || c.first.w[1])
+        level_children(v, lv, child);
+    int32_t chars = run + lv->depth < (int32_t)v->max_chars ? run + lv->depth : (int32_t)v->max_chars;
+    const uint32_t *row = v->plain_le + (size_t)chars * v->words;
+    const uint32_t *opening = lv->depth ? v->starts + (size_t)pt->byte[lv->node] * v->words : row;
+    bset all = plain_classes(), regular;
+    uint32_t cost_exc = 0, cost_reg = 0;
     for (int i = 0; i < 2; i++)
-        other.w[i] = (first.w[i] | later.w[i]) & ~walk1.w[i];
-    int owned;
-    const uint32_t *row = v->plain_le + (size_t)run * v->words, *x = exclusion(g, &walk1, &other, &owned);
-    uint32_t *bits = w->bits;
-    if (!x) {
-        w->failed = 1;
-        return -1;
+        regular.w[i] = all.w[i] & ~c.first.w[i];
+    for (int b = 0; b < 128 && (c.first.w[0] || c.first.w[1]); b++) {
+        cost_exc += bs_has(&c.first, b) ? first_cost(v, child, b) : 0;
+        cost_reg += bs_has(&regular, b) ? first_cost(v, child, b) : 0;
     }
-    for (uint32_t i = 0; i < v->words; i++)
-        bits[i] |= row[i] & ~x[i];
-    free_exclusion(x, owned);
-    uint8_t opens[128] = {0};
-    for (uint32_t i = 0; i < pt->n; i = pt->end[i])
-        if (pt->byte[i] < 0x80 && bs_has(&walk1, pt->byte[i])) {
-            opens[pt->byte[i]] = 1;
-            walk_trie(w, q, GR_TRIE_PLAIN, i, pt->end[i], 0);
-        }
-    if (need && !letters) {
-        walk_trie(w, q, GR_TRIE_PLAIN, 0, pt->n, need);
-        return -1;
+    int positive = cost_reg < cost_exc || !cost_exc;
+    const uint32_t *at = NULL; /* no token with an exception at the first position */
+    if (cost_exc) {
+        first_position(v, lv, child, positive ? &regular : &c.first, x);
+        if (positive && lv->depth) /* the opening byte alone has no character there, and is regular */
+            for (int32_t id = pt->tok[lv->node]; id >= 0; id = pt->more[lv->node] ? v->same[id] : -1)
+                x[(uint32_t)id / 32] |= 1u << (id & 31);
+        at = x;
     }
-    uint32_t *seen = dsk_calloc(v->words, sizeof *seen);
-    if (!seen) {
-        w->failed = 1;
-        return -1;
-    }
-    for (int b = 0; b < 128 && !w->failed; b++) {
-        if (!bs_has(&walkn, b))
-            continue;
-        for (uint32_t k = v->has_off[b]; k < v->has_off[b + 1]; k++) {
-            int32_t id = v->has[k];
-            uint32_t len;
-            const uint8_t *s = vocab_bytes(v, id, &len);
-            if ((seen[(uint32_t)id / 32] >> (id & 31) & 1) || opens[s[0] < 0x80 ? s[0] : GR_NONASCII])
-                continue;
-            seen[(uint32_t)id / 32] |= 1u << (id & 31);
-            walk_token(w, q, id);
-        }
-    }
-    free(seen);
-    return -1;
+    add_bulk(w->bits, row, opening, at ? at : row, positive, later_positions(w, lv->depth, &c.later), v->words);
+    /* tokens holding a later exception that is not dead everywhere, and those running past the end */
+    uint32_t *seen = w->scratch2; /* the later mask is used */
+    if (walkn.w[0] || walkn.w[1] || special.w[0] || special.w[1])
+        memset(seen, 0, v->words * sizeof *seen);
+    if (lists)
+        walk_listed(w, lv, &walkn, at, positive, -1, seen);
+    else if (lv->depth)
+        walk_trie(w, lv->q, GR_TRIE_PLAIN, lv->node, pt->end[lv->node], need);
+    else
+        walk_trie(w, lv->q, GR_TRIE_PLAIN, 0, pt->n, need);
+    walk_listed(w, lv, &special, at, positive, chars, seen);
+    walk_opens(w, lv, child, &c.live0); /* last: a level below uses the scratch masks */
+    return 0;
+}
+
+int32_t plain_by_chain(walk *w, uint32_t q)
+{
+    level lv = {q, q, 0, 0};
+    int32_t base;
+    return plain_level(w, &lv, &base) ? -2 : base;
 }

@@ -9,6 +9,17 @@
 
 static uint32_t frame_of(walk *w, uint32_t ret, uint32_t up)
 {
+    if (w->failed)
+        return 0;
+    if (!w->slot) { /* the first call or return: most states never make one */
+        w->fr = dsk_malloc(w->cap_fr * sizeof *w->fr);
+        w->slot = dsk_calloc(w->mask + 1, sizeof *w->slot);
+        if (!w->fr || !w->slot) {
+            w->failed = 1;
+            return 0;
+        }
+        w->fr[0] = (wframe){0, 0};
+    }
     uint64_t key = (uint64_t)ret << 32 | up;
     uint32_t h = (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 40) & w->mask;
     for (; w->slot[h]; h = (h + 1) & w->mask)
@@ -116,10 +127,12 @@ void walk_token(walk *w, uint32_t q, int32_t id)
     w->bits[(uint32_t)id / 32] |= 1u << (id & 31);
 }
 
-/* Walk nodes [from, to) of trie k (whole subtrees) from state q (with need: only subtrees holding one
- * of those tracked bytes, plain trie), marking the tokens accepted (w->bits, w->other) and recording the uncertain subtrees. While
- * the parse is one state of q's own rule that neither calls nor returns (nearly always), the state
- * per depth is a single gid in st[]; otherwise (st[d] == GR_NONE) the set is in items[d]. */
+/* Walk nodes [from, to) of trie k, whole subtrees below one node (the root, or a deeper one) whose
+ * prefix led to state q, marking the tokens accepted (w->bits, w->other) and recording the uncertain
+ * subtrees. With need (plain trie): only the tokens holding one of those tracked bytes below the
+ * range's top depth. While the parse is one state of q's own rule that neither calls nor returns
+ * (nearly always), the state per depth is a single gid in st[]; otherwise (st[d] == GR_NONE) the set
+ * is in items[d]. */
 void walk_trie(walk *w, uint32_t q, int k, uint32_t from, uint32_t to, uint64_t need)
 {
     const grammar *g = w->g;
@@ -132,8 +145,11 @@ void walk_trie(walk *w, uint32_t q, int k, uint32_t from, uint32_t to, uint64_t 
     const int8_t *track = g->v->track;
     uint32_t *bits = w->bits, st[256];
     uint8_t held[256]; /* need: the path to this depth holds a byte asked for (then walk it all) */
-    st[0] = q;
-    held[0] = 0;
+    if (from >= to)
+        return;
+    uint32_t top = depth[from];
+    st[top - 1] = q;
+    held[top - 1] = 0;
     for (uint32_t i = from; i < to && !w->failed;) {
         uint32_t d = depth[i], x = st[d - 1];
         if (need) {
@@ -142,7 +158,7 @@ void walk_trie(walk *w, uint32_t q, int k, uint32_t from, uint32_t to, uint64_t 
                 continue;
             }
             int c = byte[i] < 0x80 ? byte[i] : GR_NONASCII;
-            held[d] = held[d - 1] || (track[c] >= 0 && (need >> track[c] & 1));
+            held[d] = held[d - 1] || (d > top && track[c] >= 0 && (need >> track[c] & 1));
         }
         if (x != GR_NONE && !(flags[x] & GR_SLOW)) {
             uint32_t nx = next[row[x] + cls[byte[i]]];

@@ -1,5 +1,6 @@
 /* The vocabulary as grammars see it: each id's bytes, whether it is text or a control token, two byte
- * tries (plain tokens, the rest) and the "plain tokens of at most c characters" masks. Built once per
+ * tries (plain tokens, the rest) and the plain tokens' masks: by character count, and by which
+ * character stands where (mask.c and plain.c decide most plain tokens with them). Built once per
  * tokenizer and read-only afterwards. */
 #include "runtime/common/error.h"
 #include "runtime/grammar/grammar_internal.h"
@@ -20,7 +21,12 @@ static int is_plain(const uint8_t *s, uint32_t n, uint32_t *chars)
             i++;
         } else {
             size_t l;
-            if (utf8_next(s + i, n - i, &l) != UTF8_OK || utf8_decode(s + i, l) == 0xFF5C)
+            int r = utf8_next(s + i, n - i, &l);
+            if (r == UTF8_SHORT && !(s[i] == 0xEF && (l == 1 || s[i + 1] == 0xBD))) {
+                c++; /* cut short at the end, and not the start of U+FF5C (EF BD 9C) */
+                break;
+            }
+            if (r != UTF8_OK || utf8_decode(s + i, l) == 0xFF5C)
                 return 0;
             i += (uint32_t)l;
         }
@@ -143,9 +149,11 @@ void grammar_vocab_free(grammar_vocab *v)
     free(v->plain_le);
     free(v->other_ids);
     free(v->other_index);
-    free(v->contains);
     free(v->starts);
-    free(v->has);
+    free(v->second);
+    free(v->beyond);
+    free(v->inner_ids);
+    free(v->beyond_ids);
     free(v);
 }
 
@@ -267,6 +275,8 @@ static int build_below(grammar_vocab *v)
     return 0;
 }
 
+/* Plain tokens of at most c characters; by first character, second character, and the characters
+ * after the first (rows and id lists); the trie's first-byte nodes. */
 static int build_plain_masks(grammar_vocab *v)
 {
     size_t w = v->words;
@@ -279,41 +289,69 @@ static int build_plain_masks(grammar_vocab *v)
     for (uint32_t c = 1; c <= v->max_chars; c++)
         for (size_t i = 0; i < w; i++)
             v->plain_le[c * w + i] |= v->plain_le[(c - 1) * w + i];
-    v->contains = dsk_calloc(128 * w, sizeof *v->contains);
     v->starts = dsk_calloc(128 * w, sizeof *v->starts);
-    if (!v->contains || !v->starts)
+    v->second = dsk_calloc(128 * w, sizeof *v->second);
+    v->beyond = dsk_calloc(128 * w, sizeof *v->beyond);
+    if (!v->starts || !v->second || !v->beyond)
         return -1;
-    memset(v->has_off, 0, sizeof v->has_off);
+    memset(v->inner_off, 0, sizeof v->inner_off);
+    memset(v->beyond_off, 0, sizeof v->beyond_off);
+    uint8_t seen[128] = {0};
     for (int pass = 0; pass < 2; pass++) {
-        uint32_t at[128];
-        memcpy(at, v->has_off, sizeof at);
+        uint32_t at[128], at2[128];
+        memcpy(at, v->inner_off, sizeof at);
+        memcpy(at2, v->beyond_off, sizeof at2);
         for (int32_t id = 0; id < v->size; id++) {
             if (v->kind[id] != GR_TOK_PLAIN)
                 continue;
-            uint32_t len;
+            uint32_t len, bit = 1u << (id & 31), word = (uint32_t)id / 32;
             const uint8_t *b = vocab_bytes(v, id, &len);
-            uint8_t seen[128] = {0};
-            if (!pass)
-                v->starts[(b[0] < 0x80 ? b[0] : GR_NONASCII) * w + (uint32_t)id / 32] |= 1u << (id & 31);
-            for (uint32_t i = 0; i < len; i++)
-                seen[b[i] < 0x80 ? b[i] : GR_NONASCII] = 1;
-            for (int c = 0; c < 128; c++) {
+            uint32_t n0 = gr_char_len(b[0]), n1 = n0 < len ? n0 + gr_char_len(b[n0]) : len;
+            if (!pass) {
+                v->starts[(b[0] < 0x80 ? b[0] : GR_NONASCII) * w + word] |= bit;
+                if (n0 < len)
+                    v->second[(b[n0] < 0x80 ? b[n0] : GR_NONASCII) * w + word] |= bit;
+            }
+            /* the token's classes after its first character (bit 0), and from its third on (bit 1) */
+            uint8_t list[128], n_list = 0;
+            for (uint32_t i = n0; i < len; i++) {
+                uint8_t c = b[i] < 0x80 ? b[i] : GR_NONASCII;
                 if (!seen[c])
-                    continue;
-                if (pass)
-                    v->has[at[c]++] = id;
-                else
-                    v->has_off[c + 1]++;
-                v->contains[c * w + (uint32_t)id / 32] |= 1u << (id & 31);
+                    list[n_list++] = c;
+                seen[c] |= (uint8_t)(i < n1 ? 1 : 3);
+            }
+            for (uint8_t k = 0; k < n_list; k++) {
+                uint8_t c = list[k], f = seen[c];
+                seen[c] = 0;
+                if (pass) {
+                    if (f & 1)
+                        v->inner_ids[at[c]++] = id;
+                    if (f & 2)
+                        v->beyond_ids[at2[c]++] = id;
+                } else {
+                    v->inner_off[c + 1] += f & 1;
+                    v->beyond_off[c + 1] += f >> 1;
+                    if (f & 2)
+                        v->beyond[c * w + word] |= bit;
+                }
             }
         }
         if (!pass) {
-            for (int c = 0; c < 128; c++)
-                v->has_off[c + 1] += v->has_off[c];
-            if (!(v->has = dsk_malloc((v->has_off[128] + 1) * sizeof *v->has)))
+            for (int c = 0; c < 128; c++) {
+                v->inner_off[c + 1] += v->inner_off[c];
+                v->beyond_off[c + 1] += v->beyond_off[c];
+            }
+            v->inner_ids = dsk_malloc((v->inner_off[128] + 1) * sizeof *v->inner_ids);
+            v->beyond_ids = dsk_malloc((v->beyond_off[128] + 1) * sizeof *v->beyond_ids);
+            if (!v->inner_ids || !v->beyond_ids)
                 return -1;
         }
     }
+    const gr_trie *pt = &v->trie[GR_TRIE_PLAIN];
+    for (int c = 0; c < 256; c++)
+        v->top[c] = UINT32_MAX;
+    for (uint32_t i = 0; i < pt->n; i = pt->end[i])
+        v->top[pt->byte[i]] = i;
     /* the non-ASCII plain characters: U+0080..U+10FFFF but surrogates and U+FF5C */
     static const uint32_t ranges[][2] = {{0x80, 0xD7FF}, {0xE000, 0xFF5B}, {0xFF5D, 0x10FFFF}};
     v->n_seqs = 0;

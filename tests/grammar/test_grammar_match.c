@@ -144,6 +144,73 @@ static void test_masks_vs_brute_force(void **state)
     json_decref(tools);
 }
 
+/* Grammars whose token sets the character-chain shortcut (runtime/grammar/plain.c) decides in its
+ * harder ways: texts ended by a character they may also hold, words opening after a space (the
+ * tokens opening with ' ' as a level of their own), classes that change after the first character,
+ * dot-separated bounded parts, a last character allowed only at the end, non-ASCII exceptions, a
+ * letter that may leave a text of letters (a rare one, and a common one whose tokens are not walked:
+ * only those holding what may follow it), non-ASCII characters (and tokens that end inside one) as
+ * the exception or dead. */
+static const char *const text_regexes[] = {
+    "[^\\n]{0,40}\\.",
+    "(?:[A-Z][a-z]+ ){1,4}[0-9]{2}",
+    "[a-z]+(?: [a-z]+){0,6}!",
+    "[a-z][A-Z0-9 ]{0,12}",
+    "x[^.]{0,10}\\.[^.]{0,10}",
+    "[A-Za-z0-9_+-]{1,16}(?:\\.[A-Za-z0-9_+-]{1,16}){0,2}@[a-z]{2,8}",
+    ", [^\\n]{0,30}[.!?]",
+    " ?[^ ]{0,20} [^ ]{0,20}",
+    "[^\u00e9]{0,12}\u00e9.{0,12}",
+    "(?:[a-z]{1,3}[ .,;]){0,12}",
+    "[a-z ]{0,20}q[0-9]{1,3}",
+    "[a-wyz ]{0,30}ex",
+    "[a-z ]{0,10}[^\\x00-\\x7f][a-z ]{0,10}",
+    "[ -~]{0,30}",
+};
+
+static const char text_schema[] =
+    "{\"type\": \"object\", \"properties\": {\"mail\": {\"type\": \"string\", \"format\": \"email\"}, "
+    "\"title\": {\"type\": \"string\", \"pattern\": \"^[A-Z][a-z]+(?: [A-Z][a-z]+)*$\", \"maxLength\": 30}}, "
+    "\"required\": [\"mail\", \"title\"]}";
+
+/* Walks on freshly compiled grammars (every state's token set is built on the walk's first visit
+ * to it, as one request sees it), each step's mask compared with brute force. */
+static void check_cold_walks(const char *what, int regex, dsk_rng *r)
+{
+    int32_t *ids = malloc(GT_VOCAB * sizeof *ids);
+    assert_non_null(ids);
+    for (int rep = 0; rep < 2; rep++) {
+        grammar *g;
+        grammar_matcher *m;
+        if (regex)
+            assert_ok(grammar_from_regex(vocab, what, strlen(what), NULL, &g));
+        else
+            g = schema_grammar(what);
+        assert_ok(grammar_matcher_new(g, &m));
+        for (int step = 0; step < 5; step++) {
+            brute_force(m, what); /* leaves the mask in mask */
+            size_t n = gt_mask_ids(mask, grammar_mask_words(vocab), ids);
+            int32_t pick = n ? ids[dsk_rng_below(r, n)] : -1;
+            if (pick < 0 || pick == env.eos)
+                break;
+            assert_ok(grammar_accept_token(m, pick));
+        }
+        grammar_matcher_free(m);
+        grammar_free(g);
+    }
+    free(ids);
+}
+
+static void test_text_masks_vs_brute_force(void **state)
+{
+    (void)state;
+    dsk_rng r;
+    dsk_rng_seed(&r, seed + 3);
+    for (size_t i = 0; i < sizeof text_regexes / sizeof text_regexes[0]; i++)
+        check_cold_walks(text_regexes[i], 1, &r);
+    check_cold_walks(text_schema, 0, &r);
+}
+
 static void test_matcher_api(void **state)
 {
     (void)state;
@@ -382,7 +449,8 @@ static void test_threads(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_masks_vs_brute_force), cmocka_unit_test(test_matcher_api),
+        cmocka_unit_test(test_masks_vs_brute_force), cmocka_unit_test(test_text_masks_vs_brute_force),
+        cmocka_unit_test(test_matcher_api),
         cmocka_unit_test(test_walks_parse),          cmocka_unit_test(test_tools),
         cmocka_unit_test(test_threads),
     };
