@@ -19,30 +19,27 @@ DSKIT = os.path.join(BUILD, "dskit")
 _MODEL = os.path.join(BUILD, "tests", "server", "tiny-model")
 
 
-def tiny_model():
-    """The tiny synthetic checkpoint (seed 1), written once per build tree; a lock keeps concurrent test
-    programs from writing it twice."""
-    os.makedirs(os.path.dirname(_MODEL), exist_ok=True)
-    with open(_MODEL + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not os.path.exists(os.path.join(_MODEL, "done")):
-            subprocess.run([DSKIT, "mkmodel", "--preset", "tiny", "--seed", "1", "--out", _MODEL, "--force"],
-                           check=True, stdout=subprocess.DEVNULL)
-            open(os.path.join(_MODEL, "done"), "w").close()
-    return _MODEL
-
-
-def tiny_vision_model():
-    """The tiny-vision checkpoint (the tiny LM and the tiny tower, seed 1), written once per build tree."""
-    path = os.path.join(BUILD, "tests", "server", "tiny-vision-model")
+def _preset_model(preset, path):
+    """A synthetic checkpoint of a mkmodel preset (seed 1), written once per build tree; a lock keeps
+    concurrent test programs from writing it twice."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not os.path.exists(os.path.join(path, "done")):
-            subprocess.run([DSKIT, "mkmodel", "--preset", "tiny-vision", "--seed", "1", "--out", path, "--force"],
+            subprocess.run([DSKIT, "mkmodel", "--preset", preset, "--seed", "1", "--out", path, "--force"],
                            check=True, stdout=subprocess.DEVNULL)
             open(os.path.join(path, "done"), "w").close()
     return path
+
+
+def tiny_model():
+    """The tiny synthetic checkpoint."""
+    return _preset_model("tiny", _MODEL)
+
+
+def tiny_vision_model():
+    """The tiny-vision checkpoint (the tiny LM and the tiny tower)."""
+    return _preset_model("tiny-vision", os.path.join(BUILD, "tests", "server", "tiny-vision-model"))
 
 
 def _die_with_parent():
