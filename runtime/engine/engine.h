@@ -33,7 +33,8 @@ typedef struct {
                                 cpu; max_seqs × context on the gpu) */
     int max_rows;            /* rows one step may carry (default 4096) */
     const char *engram;      /* where Engram rows come from: "host" (default on the cpu: the mapped checkpoint),
-                                "nvme:DIR" (packed files, docs/engram.md), "device" (gpu) */
+                                "nvme:DIR" (packed files, docs/engram.md), "device" (gpu: the tables in GPU
+                                memory; the gpu's default when they take at most 1/8 of its free memory) */
     size_t engram_cache;     /* nvme: hot-row cache bytes (default 256 MiB) */
     int engram_timeout_ms;   /* a step waits at most this long for a layer's rows (default 10000) */
     int threads;             /* cpu: worker threads (default 2; results never depend on it) */

@@ -152,6 +152,30 @@ static void layout(gpu_backend *b, arena *a)
     b->ws_misc = take(a, b->ws_misc_bytes);
 }
 
+/* Engram's placement when none is asked for: the tables in GPU memory when they take at most an eighth of
+ * what is free now (the small presets), else the checkpoint's rows through the host store (the release's
+ * ~203 GB). Said on stderr. NULL: the GPU's memory could not be read. */
+static const char *engram_default(const model_config *c, const st_set *st)
+{
+    if (c->n_engram_layers == 0)
+        return "host";
+    size_t bytes = 0, free_b = 0, total_b = 0;
+    char nm[96];
+    for (int k = 0; k < c->n_engram_layers; k++)
+        for (int j = 0; j < 2; j++) {
+            snprintf(nm, sizeof nm, "layers.%d.engram.embed.%s", c->engram_layer_ids[k], j ? "scale" : "weight");
+            const st_tensor *t = st_get(st, nm);
+            bytes += t ? t->nbytes : 0;
+        }
+    CUresult r = cu.cuMemGetInfo(&free_b, &total_b);
+    if (r != CUDA_SUCCESS)
+        return dsk_cu_fail(r, "cuMemGetInfo"), NULL;
+    const char *p = bytes <= free_b / 8 ? "device" : "host";
+    fprintf(stderr, "gpu: Engram tables %.2f GiB, %.2f GiB free: rows from %s (--engram to choose)\n",
+            bytes / 1073741824.0, free_b / 1073741824.0, !strcmp(p, "device") ? "GPU memory" : "the checkpoint (host)");
+    return p;
+}
+
 /* The plan's layout for max_rows rows (gpu_engine.h). */
 static void plan_layout(gpu_backend *b)
 {
@@ -436,7 +460,12 @@ int gpu_backend_open(const engine_backend_args *a, void **impl, const engine_bac
         return -1;
     }
     CU_TRY(cu.cuStreamCreate(&b->s, CU_STREAM_NON_BLOCKING));
-    gpu_weights_opts wo = {.engram_on_device = o->engram && !strcmp(o->engram, "device"), .progress = 1};
+    const char *placement = o->engram;
+    if (!placement && (placement = engram_default(&cfg, b->st)) == NULL) {
+        gpu_free_all(b);
+        return -1;
+    }
+    gpu_weights_opts wo = {.engram_on_device = !strcmp(placement, "device"), .progress = 1};
     if (gpu_weights_load(&cfg, b->st, &wo, &b->w)) {
         gpu_free_all(b);
         return -1;
@@ -502,7 +531,6 @@ int gpu_backend_open(const engine_backend_args *a, void **impl, const engine_bac
     }
     if (b->cfg->n_engram_layers > 0 && !wo.engram_on_device) {
         engram_store_opts so = {.cache_bytes = o->engram_cache ? o->engram_cache : (size_t)256 << 20};
-        const char *placement = o->engram ? o->engram : "host";
         if (engram_source_from_model(b->st, o->model_dir, &b->eg_src) ||
             engram_store_open(placement, &b->eg_src, &so, &b->eg)) {
             dsk_err_ctx("Engram rows from '%s'", placement);
