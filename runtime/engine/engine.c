@@ -242,20 +242,6 @@ static int in_span(const seq_slot *s, int64_t p)
     return 0;
 }
 
-static int check_row(const engine *e, const engine_row *r, int i)
-{
-    if (r->token < 0 || r->token >= e->info.vocab)
-        return dsk_err("row %d: token id %d is outside the vocabulary (%d)", i, r->token, e->info.vocab);
-    if (r->top_logprobs < -1 || r->top_logprobs > SAMPLE_MAX_TOP_LOGPROBS)
-        return dsk_err("row %d: top_logprobs %d is not in -1..%d", i, r->top_logprobs, SAMPLE_MAX_TOP_LOGPROBS);
-    const sample_params *p = &r->sp;
-    if (r->sample && (!(p->temperature >= 0.0f) || !(p->top_p > 0.0f && p->top_p <= 1.0f) || p->top_k < 0 ||
-                      p->top_k > SAMPLE_TOP_P_CANDIDATES))
-        return dsk_err("row %d: sampling needs temperature >= 0, top_p in (0, 1], top_k in 0..%d", i,
-                       SAMPLE_TOP_P_CANDIDATES);
-    return 0;
-}
-
 int engine_step(engine *e, const engine_row *rows, int n, engine_out *out)
 {
     return engine_step_fill(e, rows, n, out, NULL);
@@ -283,7 +269,7 @@ int engine_step_fill(engine *e, const engine_row *rows, int n, engine_out *out, 
             if (rows[j].pos != s->len + (j - i))
                 return dsk_err("row %d: position %lld, but sequence %d continues at %lld", j, (long long)rows[j].pos,
                                rows[j].seq, (long long)(s->len + (j - i)));
-            if (check_row(e, &rows[j], j))
+            if (engine_row_check(&rows[j], e->info.vocab, j))
                 return -1;
             if (s->n_spans && in_span(s, rows[j].pos) && rows[j].token != e->info.cfg->image_token_id)
                 return dsk_err("row %d: position %lld of sequence %d is in an image span, whose rows carry "

@@ -123,6 +123,10 @@ typedef struct {
  * closed (further steps and commits on it are refused, naming it); the other sequences go on. */
 int engine_step(engine *e, const engine_row *rows, int n, engine_out *out);
 
+/* The checks of one row that need no sequence state (its token within vocab, top_logprobs, the sampling
+ * parameters): engine_step's, and a follower rank's on rank 0's plan. i names the row in the message. */
+int engine_row_check(const engine_row *r, int vocab, int i);
+
 /* A step whose allow masks are written while it runs (structured output: the host works out the masks
  * while the device runs the forward). The rows' allow pointers are fixed when the step is called; their
  * words are read only after fill->fn returns. fn is called once, after the rows are checked and the

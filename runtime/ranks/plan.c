@@ -206,24 +206,15 @@ static int seq_ok(const plan_limits *lim, int64_t seq)
     return seq >= 0 && seq < lim->max_seqs;
 }
 
-/* What engine.c checks of a row that needs no sequence state (check_row). */
+/* A row of a plan within the limits: its sequence and position here, the rest as engine_step checks it. */
 static int row_error(const plan_limits *lim, const engine_row *r, int i)
 {
     if (!seq_ok(lim, r->seq))
         return dsk_err("row %d: sequence %d is not one of 0..%d", i, r->seq, lim->max_seqs - 1);
-    if (r->token < 0 || r->token >= lim->vocab)
-        return dsk_err("row %d: token id %d is outside the vocabulary (%d)", i, r->token, lim->vocab);
     if (r->pos < 0 || r->pos >= lim->context)
         return dsk_err("row %d: position %lld is outside the context (%lld)", i, (long long)r->pos,
                        (long long)lim->context);
-    if (r->top_logprobs < -1 || r->top_logprobs > SAMPLE_MAX_TOP_LOGPROBS)
-        return dsk_err("row %d: top_logprobs %d is not in -1..%d", i, r->top_logprobs, SAMPLE_MAX_TOP_LOGPROBS);
-    const sample_params *p = &r->sp;
-    if (r->sample && (!(p->temperature >= 0.0f) || !(p->top_p > 0.0f && p->top_p <= 1.0f) || p->top_k < 0 ||
-                      p->top_k > SAMPLE_TOP_P_CANDIDATES))
-        return dsk_err("row %d: sampling needs temperature >= 0, top_p in (0, 1], top_k in 0..%d", i,
-                       SAMPLE_TOP_P_CANDIDATES);
-    return 0;
+    return engine_row_check(r, lim->vocab, i); /* the token, top_logprobs and sampling, as engine_step checks them */
 }
 
 static int decode_step(const unsigned char *p, size_t bytes, const plan_limits *lim, plan_msg *m)
