@@ -3,6 +3,7 @@
  * several sequences in one step equal to each sequence alone, and draws that never leave the tokenizer's
  * ids or a row's allowed set. */
 #include "tests/model/model_test_util.h"
+#include "tests/engine/test_fill.h"
 
 #include "runtime/common/rng.h"
 #include "runtime/engine/generate.h"
@@ -273,23 +274,6 @@ static void test_draws(void **state)
 
 /* Masks written by the step's fill, beside the forward, give the draws the same masks given before the
  * step give; a fill that fails fails the step with its message, and the next step runs. */
-typedef struct {
-    uint32_t *dst;
-    const uint32_t *src;
-    size_t words;
-    int calls, fail;
-} fill_ctx;
-
-static int fill_copy(void *ctx)
-{
-    fill_ctx *f = ctx;
-    f->calls++;
-    if (f->fail)
-        return dsk_err("the test's fill failed");
-    memcpy(f->dst, f->src, sizeof(uint32_t) * f->words);
-    return 0;
-}
-
 static void test_fill_beside_forward(void **state)
 {
     (void)state;

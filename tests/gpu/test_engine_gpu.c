@@ -16,6 +16,7 @@
 #include "runtime/ref/moe_route.h"
 #include "runtime/ref/sampling.h"
 #include "tests/gpu/gpu_check.h"
+#include "tests/engine/test_fill.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -458,23 +459,6 @@ out:
 
 /* Masks written by a round's fill while its forward runs on the device (structured output) give the
  * draws given masks give, eagerly and from graphs; a failing fill fails the round, and the next runs. */
-typedef struct {
-    uint32_t *dst;
-    const uint32_t *src;
-    size_t words;
-    int calls, fail;
-} fill_ctx;
-
-static int fill_copy(void *ctx)
-{
-    fill_ctx *f = ctx;
-    f->calls++;
-    if (f->fail)
-        return dsk_err("the test's fill failed");
-    memcpy(f->dst, f->src, sizeof(uint32_t) * f->words);
-    return 0;
-}
-
 void test_engine_fill(gpu_ctx *c)
 {
     const char *dir = getenv("DSKIT_TEST_MODEL");
