@@ -67,6 +67,15 @@ template <int N> __device__ __forceinline__ void dsk_cp_async_wait()
 {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
+
+// 2^x on the special-function unit: ex2.approx.ftz (about 2 ulp; subnormal results flush to zero,
+// 2^-inf = +0). exp2f would add a subnormal fix-up around the same instruction.
+__device__ __forceinline__ float dsk_ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
 #else
 #define DSK_DYNAMIC_SMEM(name) unsigned char *name = emu_dynamic_smem()
 __device__ __forceinline__ void dsk_pdl_wait() {}        // grids run one at a time
@@ -77,6 +86,7 @@ __device__ __forceinline__ u32 dsk_smem_addr(const void *p) { return emu_smem_ad
 __device__ __forceinline__ void dsk_cp_async16(u32 saddr, const void *g) { emu_cp_async16(saddr, g); }
 __device__ __forceinline__ void dsk_cp_async_commit() { emu_cp_async_commit(); }
 template <int N> __device__ __forceinline__ void dsk_cp_async_wait() { emu_cp_async_wait(N); }
+__device__ __forceinline__ float dsk_ex2(float x) { return exp2f(x); }
 #endif
 
 // Warp-wide sum with a fixed butterfly order: every lane ends with the same bits.
