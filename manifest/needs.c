@@ -220,6 +220,13 @@ int needs_for_model(const model_config *c, const needs_settings *s, need_list *o
             }
         }
     }
+    /* the vision tower's attention: one variant by its head dim */
+    if (c->vision_n_layers > 0) {
+        if (rule_vision_attn_pick(c->vision_dim / c->vision_n_heads, &v))
+            rc = -1;
+        else
+            rc |= add_variant(out, "vision tower attention", &v);
+    }
     if (rc) {
         need_list_free(out);
         return -1;
