@@ -118,6 +118,7 @@ static const family_test tests[] = {
     {"vec_glue", test_vec_glue},        {"rows_copy", test_rows_copy}, {"compress_pool", test_compress_pool},
     {"engram_rows", test_engram_rows},  {"engram_gate", test_engram_gate},
     {"sparse_attn", test_sparse_attn},
+    {"vision_attn", test_vision_attn},
     {"engine", test_engine},
     {"engine_draft", test_engine_draft}, /* drafted == serial on the GPU */
     {"engine_fill", test_engine_fill},   /* masks written while the forward runs == given */
