@@ -239,6 +239,11 @@ int needs_for_model(const model_config *c, const needs_settings *s, need_list *o
             rule_vision_glue_pick(op, &v);
             rc |= add_variant(out, "vision tower norms, 2-D RoPE, space-to-depth", &v);
         }
+        /* its attention: one variant by its head dim */
+        if (rule_vision_attn_pick(c->vision_dim / c->vision_n_heads, &v))
+            rc = -1;
+        else
+            rc |= add_variant(out, "vision tower attention", &v);
     }
     if (rc) {
         need_list_free(out);

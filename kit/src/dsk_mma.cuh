@@ -38,3 +38,46 @@ __device__ __forceinline__ void dsk_mma_16816_bf16(float d[4], u32 a0, u32 a1, u
     emu_mma_16816(EMU_MMA_BF16, d, a, b0, b1);
 }
 #endif
+
+// ldmatrix.x4: four 8 x 8 bf16 matrices from shared memory into fragments. Lane L gives the address of
+// row L % 8 of matrix L / 8 (16 contiguous, 16-byte aligned bytes). Plain: r[i] = matrix i's row g,
+// elements 2t, 2t + 1 (an A fragment, or the B fragment of an n x k tile stored n-major). Transposed
+// (_trans): r[i] = matrix i's elements [2t][g] and [2t + 1][g] (the B fragment of a k x n tile stored
+// k-major). Low half first. Under DSK_EMU (no ldmatrix there) both are built from shuffles of the lanes'
+// addresses.
+#ifndef DSK_EMU
+__device__ __forceinline__ void dsk_ldsm_x4(u32 r[4], const void *row)
+{
+    const u32 a = (u32)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+__device__ __forceinline__ void dsk_ldsm_x4_trans(u32 r[4], const void *row)
+{
+    const u32 a = (u32)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+#else
+__device__ __forceinline__ void dsk_ldsm_x4(u32 r[4], const void *row)
+{
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const unsigned long long mine = (unsigned long long)row;
+    for (int i = 0; i < 4; i++) {
+        const u16 *p = (const u16 *)__shfl_sync(0xffffffffu, mine, 8 * i + g);
+        r[i] = (u32)p[2 * t] | (u32)p[2 * t + 1] << 16;
+    }
+}
+__device__ __forceinline__ void dsk_ldsm_x4_trans(u32 r[4], const void *row)
+{
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const unsigned long long mine = (unsigned long long)row;
+    for (int i = 0; i < 4; i++) {
+        const u16 *r0 = (const u16 *)__shfl_sync(0xffffffffu, mine, 8 * i + 2 * t);
+        const u16 *r1 = (const u16 *)__shfl_sync(0xffffffffu, mine, 8 * i + 2 * t + 1);
+        r[i] = (u32)r0[g] | (u32)r1[g] << 16;
+    }
+}
+#endif

@@ -75,6 +75,15 @@ __device__ __forceinline__ void dsk_ldmatrix_x4(u32 r[4], const void *p)
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(dsk_smem_addr(p)));
 }
+
+// 2^x on the special-function unit: ex2.approx.ftz (about 2 ulp; subnormal results flush to zero,
+// 2^-inf = +0). exp2f would add a subnormal fix-up around the same instruction.
+__device__ __forceinline__ float dsk_ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
 #else
 #define DSK_DYNAMIC_SMEM(name) unsigned char *name = emu_dynamic_smem()
 __device__ __forceinline__ void dsk_pdl_wait() {}        // grids run one at a time
@@ -98,6 +107,7 @@ __device__ __forceinline__ void dsk_ldmatrix_x4(u32 r[4], const void *p)
         r[j] = q == 0 ? w0 : q == 1 ? w1 : q == 2 ? w2 : w3;
     }
 }
+__device__ __forceinline__ float dsk_ex2(float x) { return exp2f(x); }
 #endif
 
 // Warp-wide sum with a fixed butterfly order: every lane ends with the same bits.

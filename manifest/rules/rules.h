@@ -102,6 +102,8 @@ void rule_sparse_attn_pick(int head_dim, int mode, rule_variant *v);
 /* Whether a launch of `rows` rows of `heads` heads with lists of at most max_list entries splits them
  * (flash-decoding: few rows) or walks each list in one CTA. */
 int rule_sparse_attn_split(int rows, int heads, int max_list);
+/* vision_attn: the variant for the vision tower's head_dim (16 or 64); -1 with a message otherwise. */
+int rule_vision_attn_pick(int head_dim, rule_variant *v);
 
 /* vision_mm: the tile (0: 128 x 128, 1: 64 x 64) of an M x N product of the vision tower, and the variant. */
 int rule_vision_mm_tile(int M, int N);

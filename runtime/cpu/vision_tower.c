@@ -8,56 +8,13 @@
 #include "runtime/common/numerics.h"
 #include "runtime/cpu/vision_tower.h"
 #include "runtime/model/vision_span.h"
+#include "runtime/ref/vision_attn.h"
 #include "runtime/ref/vision_glue.h"
 #include "runtime/ref/vision_mm.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-static inline float rnd(vision_precision p, float x)
-{
-    return p == VISION_BF16 ? bf16_round(x) : x;
-}
-
-/* softmax(q·kᵀ/√hd)·v per head over all N patches (no mask): qkv [N][3D] after RoPE, out [N][D]. */
-static int attention(vision_precision p, const float *qkv, int N, int H, int hd, float *out)
-{
-    int D = H * hd;
-    float scale = 1.0f / sqrtf((float)hd);
-    float *s = dsk_malloc(sizeof(float) * (size_t)N), *acc = dsk_malloc(sizeof(float) * (size_t)hd);
-    if (!s || !acc) {
-        free(s);
-        free(acc);
-        return dsk_err_ctx("vision attention over %d patches", N);
-    }
-    for (int h = 0; h < H; h++)
-        for (int i = 0; i < N; i++) {
-            const float *q = qkv + (size_t)i * 3 * D + (size_t)h * hd;
-            float mx = -INFINITY, sum = 0.0f;
-            for (int j = 0; j < N; j++) {
-                const float *k = qkv + (size_t)j * 3 * D + D + (size_t)h * hd;
-                float dot = 0.0f;
-                for (int t = 0; t < hd; t++)
-                    dot += q[t] * k[t];
-                s[j] = dot * scale;
-                mx = s[j] > mx ? s[j] : mx;
-            }
-            memset(acc, 0, sizeof(float) * (size_t)hd);
-            for (int j = 0; j < N; j++) {
-                float e = expf(s[j] - mx), pe = rnd(p, e);
-                const float *v = qkv + (size_t)j * 3 * D + 2 * D + (size_t)h * hd;
-                sum += e;
-                for (int t = 0; t < hd; t++)
-                    acc[t] += pe * v[t];
-            }
-            for (int t = 0; t < hd; t++)
-                out[(size_t)i * D + (size_t)h * hd + t] = rnd(p, acc[t] / sum);
-        }
-    free(s);
-    free(acc);
-    return 0;
-}
 
 int vision_tower_run(const model_config *c, const vision_weights *w, vision_precision prec, const uint16_t *patches,
                      int n_vit_h, int n_vit_w, float *features, vision_taps *taps)
@@ -93,7 +50,7 @@ int vision_tower_run(const model_config *c, const vision_weights *w, vision_prec
             goto done;
         ref_vision_rope(bf, qkv, 3 * (size_t)D, (int)N, H, hd, cs, sn);     /* q */
         ref_vision_rope(bf, qkv + D, 3 * (size_t)D, (int)N, H, hd, cs, sn); /* k */
-        if (attention(prec, qkv, (int)N, H, hd, o))
+        if (ref_vision_attn(qkv, (int)N, H, hd, 0, (int)N, bf, o))
             goto done;
         if (ref_vision_mm(bf, o, (int)N, D, b->wo, b->bo, D, VISION_MM_RESIDUAL, x))
             goto done;

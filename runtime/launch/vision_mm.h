@@ -1,10 +1,10 @@
 /* Host launcher of the vision_mm family (kit/src/vision_mm.cu; reference runtime/ref/vision_mm.h): the vision
- * tower's bf16 linears with their epilogues (VISION_MM_* of the reference). */
+ * tower's bf16 linears with their epilogues (VISION_MM_*, runtime/common/vision_mm_mode.h). */
 #ifndef DSK_LAUNCH_VISION_MM_H
 #define DSK_LAUNCH_VISION_MM_H
 
 #include "runtime/driver/kit.h"
-#include "runtime/ref/vision_mm.h"
+#include "runtime/common/vision_mm_mode.h"
 
 #include <stdint.h>
 

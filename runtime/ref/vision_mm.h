@@ -4,14 +4,9 @@
 #ifndef DSK_REF_VISION_MM_H
 #define DSK_REF_VISION_MM_H
 
-#include <stdint.h>
+#include "runtime/common/vision_mm_mode.h"
 
-enum {
-    VISION_MM_BIAS = 0,     /* y = acc + b */
-    VISION_MM_RESIDUAL = 1, /* y = y + (acc + b): the residual add, y read first */
-    VISION_MM_GELU = 2,     /* y = gelu_erf(acc + b) */
-    VISION_MM_SWIGLU = 3,   /* y[., j] = silu(g_j) · u_j, g = columns 0..N/2-1 (W's gate rows), u the rest */
-};
+#include <stdint.h>
 
 /* acc[i][o] = Σ_k x[i][k]·W[o][k] in k order (fp32), x [M][K], W [N][K] bf16 (checkpoint order), b [N] bf16
  * or NULL; y [M][N] ([M][N/2] for SWIGLU). Returns -1 (message set) when a scratch allocation fails. */

@@ -119,6 +119,7 @@ static const family_test tests[] = {
     {"engram_rows", test_engram_rows},  {"engram_gate", test_engram_gate},
     {"sparse_attn", test_sparse_attn},
     {"vision_mm", test_vision_mm},      {"vision_glue", test_vision_glue},
+    {"vision_attn", test_vision_attn},
     {"engine", test_engine},
     {"vision_tower", test_vision_tower}, /* the tower on the GPU against the CPU's, stage by stage */
     {"engine_draft", test_engine_draft}, /* drafted == serial on the GPU */

@@ -229,6 +229,12 @@ static void sweep_config(const model_config *c, const char *name, const need_lis
             }
         }
     }
+    /* the vision tower's attention, one launch per block of an image */
+    if (c->vision_n_layers > 0) {
+        rule_variant v;
+        assert_int_equal(rule_vision_attn_pick(c->vision_dim / c->vision_n_heads, &v), 0);
+        expect(&s, "vision attention", v.family, v.params, c->vision_dim / c->vision_n_heads);
+    }
     assert_int_equal(s.misses, 0);
 }
 
@@ -310,6 +316,36 @@ static void test_layer_presets(void **state)
     }
 }
 
+/* The vision tower's attention is needed exactly when the config has a tower: tiny-vision (head dim 16),
+ * the release tower's shape (64), and neither for the text-only configs. */
+static void test_vision_tower(void **state)
+{
+    (void)state;
+    char *json;
+    model_config c;
+    assert_ok(mkmodel_preset_config("tiny-vision", "mul1", 1, &json));
+    assert_ok(model_config_parse(json, "tiny-vision", &c));
+    free(json);
+    check_config("tiny-vision", &c);
+    need_list l;
+    assert_ok(needs_for_model(&c, NULL, &l));
+    assert_true(listed(&l, "vision_attn", "HD=16"));
+    need_list_free(&l);
+    load_file_config("real.json", &c);
+    assert_int_equal(c.vision_n_layers, 0);
+    assert_ok(needs_for_model(&c, NULL, &l));
+    assert_false(listed(&l, "vision_attn", "HD=16") || listed(&l, "vision_attn", "HD=64"));
+    need_list_free(&l);
+    c.vision_n_layers = 32, c.vision_dim = 1024, c.vision_n_heads = 16; /* vision.md §3.1 */
+    check_config("real + release tower", &c);
+    assert_ok(needs_for_model(&c, NULL, &l));
+    assert_true(listed(&l, "vision_attn", "HD=64"));
+    need_list_free(&l);
+    c.vision_n_heads = 32; /* head dim 32: no variant, and needs says so */
+    assert_int_equal(needs_for_model(&c, NULL, &l), -1);
+    assert_non_null(strstr(dsk_err_msg(), "vision_attn"));
+}
+
 /* The defect this test was written for: the tiny indexer at 129..1024 reachable rows runs topk_small
  * NPL=12, which needs once omitted. */
 static void test_tiny_indexer_mid_range(void **state)
@@ -358,6 +394,7 @@ int main(void)
         cmocka_unit_test(test_tiny),
         cmocka_unit_test(test_real),
         cmocka_unit_test(test_layer_presets),
+        cmocka_unit_test(test_vision_tower),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
