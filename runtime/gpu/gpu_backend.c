@@ -252,6 +252,14 @@ static size_t ws_need(const gpu_backend *b)
     return most;
 }
 
+/* The backend's context current on the calling thread: the server calls in from its scheduler thread, not
+ * the one that opened the backend, and allocations (an image's tower and span) need it current. */
+static int bind_ctx(gpu_backend *b)
+{
+    CUresult r = cu.cuCtxSetCurrent(b->g.ctx);
+    return r == CUDA_SUCCESS ? 0 : dsk_cu_fail(r, "cuCtxSetCurrent");
+}
+
 /* Free the image spans of s that start at or after pos (a roll back below them, or the sequence's end). */
 static void drop_spans(gpu_seq *s, int64_t pos)
 {
@@ -303,6 +311,8 @@ static void gpu_free_all(gpu_backend *b)
     }
     free(b->img_runs);
     free(b->img_idx_host);
+    if (b->vis_scratch)
+        cu.cuMemFree(b->vis_scratch);
     free(b->seqs);
     free(b->range_base);
     free(b->range_len);
@@ -312,6 +322,7 @@ static void gpu_free_all(gpu_backend *b)
 
 static void gpu_close(void *impl)
 {
+    bind_ctx(impl);
     gpu_free_all(impl);
 }
 
@@ -409,6 +420,8 @@ static void gpu_seq_close(void *impl, int seq)
 {
     gpu_backend *b = impl;
     gpu_seq *s = &b->seqs[seq];
+    if (s->n_spans)
+        bind_ctx(b); /* a failure leaves the spans' memory to the context's end */
     range_free(b, s->base);
     free(s->tokens);
     free(s->cids);
@@ -419,8 +432,10 @@ static void gpu_seq_close(void *impl, int seq)
 static int gpu_commit(void *impl, int seq, int64_t old_len, int64_t len)
 {
     gpu_backend *b = impl;
-    if (len < old_len)
+    if (len < old_len && b->seqs[seq].n_spans) {
+        bind_ctx(b); /* on failure the records go all the same, their memory with the context */
         drop_spans(&b->seqs[seq], len);
+    }
     b->seqs[seq].len = len; /* every store is position-indexed and the rings keep the rollback window */
     return b->seqs[seq].flags & ENGINE_SEQ_DRAFT ? gpu_draft_feed(b, seq, len) : 0;
 }
@@ -440,6 +455,8 @@ static int gpu_image(void *impl, int seq, int64_t pos, const engine_image *img)
 {
     gpu_backend *b = impl;
     gpu_seq *s = &b->seqs[seq];
+    if (bind_ctx(b))
+        return -1;
     struct gpu_span *sp = dsk_realloc(s->spans, sizeof *sp * (size_t)(s->n_spans + 1));
     if (!sp)
         return -1;

@@ -141,6 +141,10 @@ struct gpu_backend {
     } *img_runs;
     int32_t *img_idx_host;         /* [max_rows][2·hc + 1] */
     CUdeviceptr img_stage, img_idx, img_save;
+    /* the vision tower's scratch, kept from one image to the next and grown to the largest so far
+     * (gpu_vision.c: about 216 MiB at the release's 9189-patch limit) */
+    CUdeviceptr vis_scratch;
+    size_t vis_scratch_bytes;
     /* Tests only (teacher forcing, layer-by-layer comparisons with the CPU, tests/gpu/test_engine_gpu.c):
      * called in every block, after the stream has finished, with the device streams [n][hc][d] bf16 and
      * π (fp32 rows of pi_stride; 0 after attention), which it may read or overwrite. */

@@ -117,16 +117,33 @@ int gpu_vision_run(gpu_backend *b, const uint16_t *patches, int nh, int nw, CUde
         int slot = vision_span_slot(lh, lw, i, &cell);
         idx[i] = slot == VISION_IMAGE ? (int32_t)cell : slot == VISION_START ? L : slot == VISION_END ? L + 1 : L + 2;
     }
-    size_t free_b = 0, total_b = 0;
-    CU_TRY(cu.cuMemGetInfo(&free_b, &total_b));
-    if (t.bytes + span_bytes > free_b) {
+    size_t free_b = 0, total_b = 0, grow = t.bytes > b->vis_scratch_bytes ? t.bytes : 0;
+    if (cu.cuMemGetInfo(&free_b, &total_b) != CUDA_SUCCESS) {
+        dsk_err("cuMemGetInfo failed");
+        goto done;
+    }
+    if (grow + span_bytes > free_b + b->vis_scratch_bytes * (grow > 0)) {
         dsk_err("not enough GPU memory for a %d x %d patch image: its tower needs %.1f MiB of scratch and its span "
                 "%.1f MiB, %.1f MiB are free",
                 nh, nw, t.bytes / 1048576.0, span_bytes / 1048576.0, free_b / 1048576.0);
         goto done;
     }
-    if (cu.cuMemAlloc(&base, t.bytes) != CUDA_SUCCESS || cu.cuMemAlloc(&rows, span_bytes) != CUDA_SUCCESS) {
-        dsk_err("allocating %.1f MiB of GPU memory for an image's tower failed", (t.bytes + span_bytes) / 1048576.0);
+    if (grow) { /* the scratch grows to this image's (kept for the next one) */
+        if (b->vis_scratch)
+            cu.cuMemFree(b->vis_scratch);
+        b->vis_scratch = 0;
+        b->vis_scratch_bytes = 0;
+        if (cu.cuMemAlloc(&b->vis_scratch, t.bytes) != CUDA_SUCCESS) {
+            b->vis_scratch = 0;
+            dsk_err("allocating %.1f MiB of GPU memory for the vision tower's scratch failed", t.bytes / 1048576.0);
+            goto done;
+        }
+        b->vis_scratch_bytes = t.bytes;
+    }
+    base = b->vis_scratch;
+    if (cu.cuMemAlloc(&rows, span_bytes) != CUDA_SUCCESS) {
+        rows = 0;
+        dsk_err("allocating %.1f MiB of GPU memory for an image's span failed", span_bytes / 1048576.0);
         goto done;
     }
     size_t R = (size_t)hd / 2;
@@ -159,9 +176,7 @@ int gpu_vision_run(gpu_backend *b, const uint16_t *patches, int nh, int nw, CUde
     rc = 0;
 done:
     if (rc)
-        cu.cuStreamSynchronize(b->s); /* nothing may still read the scratch when it is freed */
-    if (base)
-        cu.cuMemFree(base);
+        cu.cuStreamSynchronize(b->s); /* nothing of the failed tower may still run */
     if (rows)
         cu.cuMemFree(rows);
     free(hp);

@@ -599,10 +599,13 @@ void test_engine_draft(gpu_ctx *c)
     engine_close(e);
 }
 
-/* The vision tower on the GPU against the CPU tower, stage by stage, on fresh random patches (vision.md §3.7:
- * two bf16 paths that sum in another order differ by about 5e-3 relative L2 at the tiny config; the gate is
- * VISION_TOL after the blocks, 2e-3 for the patch embedding, one linear): the patch embedding, the final norm,
- * the aligner's rows, and the span's rows (delimiters bit for bit); the GPU's span the same bits twice. */
+/* The vision tower on the GPU against the CPU tower, stage by stage, on fresh random patches: the patch
+ * embedding (one linear: within 2e-3), the final norm, the aligner's rows and the span's rows (delimiters bit
+ * for bit); the GPU's span the same bits twice. vision.md §3.7: two bf16 paths that sum in another order
+ * differ by about what bf16 rounding itself moves the result (REF bf16 against REF fp32), 5e-3 at the tiny
+ * config's two blocks; through 32 blocks both grow. So the gate after the blocks is relative: the GPU within
+ * VISION_TOL of the CPU's bf16 tower, or within twice the CPU bf16 tower's own distance to the CPU fp32 tower
+ * (VISION_F32), whichever is larger. */
 #define VISION_TOL 2e-2
 
 static double rel_l2_bf16_f32(const uint16_t *a, const float *b, size_t n)
@@ -649,6 +652,15 @@ void test_vision_tower(gpu_ctx *c)
         float *feat = xmalloc(sizeof(float) * (size_t)L * cfg->dim);
         vision_taps ct = {embed, vit};
         must(vision_tower_run(cfg, &m->vision, VISION_BF16, patches, nh, nw, feat, &ct), "the CPU tower");
+        /* the same tower in fp32: how far bf16 rounding alone moves it */
+        float *vit32 = xmalloc(sizeof(float) * (size_t)N * D), *feat32 = xmalloc(sizeof(float) * (size_t)L * cfg->dim);
+        vision_taps ct32 = {NULL, vit32};
+        must(vision_tower_run(cfg, &m->vision, VISION_F32, patches, nh, nw, feat32, &ct32), "the CPU tower in fp32");
+        double own_vit = rel_l2(vit, vit32, (size_t)N * D), own_feat = rel_l2(feat, feat32, (size_t)L * cfg->dim);
+        double tol_vit = 2 * own_vit > VISION_TOL ? 2 * own_vit : VISION_TOL;
+        double tol_feat = 2 * own_feat > VISION_TOL ? 2 * own_feat : VISION_TOL;
+        free(vit32);
+        free(feat32);
         uint16_t *cpu_rows = xmalloc(sizeof(uint16_t) * (size_t)span * cfg->dim);
         vision_span_rows(cfg, &m->vision, feat, nh, nw, cpu_rows);
         uint16_t *g_embed = xmalloc(sizeof(uint16_t) * (size_t)N * D), *g_vit = xmalloc(sizeof(uint16_t) * (size_t)N * D);
@@ -675,11 +687,11 @@ void test_vision_tower(gpu_ctx *c)
         int same = n1 == span && n2 == span && !memcmp(rows, rows2, sizeof(uint16_t) * (size_t)span * cfg->dim);
         char shape[96];
         snprintf(shape, sizeof shape, "%d x %d patches (%d cells, %lld positions), width %d", nh, nw, L, (long long)span, D);
-        check(c, e_embed <= 2e-3 && e_vit <= VISION_TOL && e_feat <= VISION_TOL && e_rows <= VISION_TOL && !delim_diff && same,
+        check(c, e_embed <= 2e-3 && e_vit <= tol_vit && e_feat <= tol_feat && e_rows <= tol_feat && !delim_diff && same,
               "vision_tower", shape,
-              "rel L2 patch embed %.2e, final norm %.2e, aligner %.2e, span %.2e; delimiter rows differing %zu; twice "
-              "the same bits: %s",
-              e_embed, e_vit, e_feat, e_rows, delim_diff, same ? "yes" : "NO");
+              "rel L2 to the CPU: patch embed %.2e, final norm %.2e (<= %.1e; CPU bf16 to fp32 %.2e), aligner %.2e "
+              "(<= %.1e; %.2e), span %.2e; delimiter rows differing %zu; twice the same bits: %s",
+              e_embed, e_vit, tol_vit, own_vit, e_feat, tol_feat, own_feat, e_rows, delim_diff, same ? "yes" : "NO");
         free(patches);
         free(embed);
         free(vit);
