@@ -142,7 +142,7 @@ struct gpu_backend {
     int32_t *img_idx_host;         /* [max_rows][2·hc + 1] */
     CUdeviceptr img_stage, img_idx, img_save;
     /* the vision tower's scratch, kept from one image to the next and grown to the largest so far
-     * (gpu_vision.c: about 216 MiB at the release's 9189-patch limit) */
+     * (gpu_vision.c: 208 MiB at the release's 9189-patch limit) */
     CUdeviceptr vis_scratch;
     size_t vis_scratch_bytes;
     /* Tests only (teacher forcing, layer-by-layer comparisons with the CPU, tests/gpu/test_engine_gpu.c):
