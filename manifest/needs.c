@@ -220,8 +220,26 @@ int needs_for_model(const model_config *c, const needs_settings *s, need_list *o
             }
         }
     }
-    /* the vision tower's attention: one variant by its head dim */
+    /* the vision tower (vision.md §3): its linears at every patch count an image can give, 1 to r² per
+     * position of the budget (the tile rule is monotone in the rows: both ends give every pick), and its
+     * glue */
     if (c->vision_n_layers > 0) {
+        int r = c->vision_downsample_ratio, D = c->vision_dim, I = c->vision_inter_dim;
+        int64_t most = (int64_t)r * r * c->vision_max_n_token;
+        int patches = most > (1 << 24) ? 1 << 24 : (int)most, cells = c->vision_max_n_token;
+        struct {
+            int rows, N;
+        } mm[] = {{patches, D}, {patches, 3 * D}, {patches, 2 * I}, {cells, c->dim}};
+        for (size_t i = 0; i < sizeof mm / sizeof mm[0]; i++)
+            for (int end = 0; end < 2; end++) {
+                rule_vision_mm_pick(end ? mm[i].rows : 1, mm[i].N, &v);
+                rc |= add_variant(out, "vision tower linears", &v);
+            }
+        for (int op = 0; op < 3; op++) {
+            rule_vision_glue_pick(op, &v);
+            rc |= add_variant(out, "vision tower norms, 2-D RoPE, space-to-depth", &v);
+        }
+        /* its attention: one variant by its head dim */
         if (rule_vision_attn_pick(c->vision_dim / c->vision_n_heads, &v))
             rc = -1;
         else

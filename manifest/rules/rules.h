@@ -105,4 +105,10 @@ int rule_sparse_attn_split(int rows, int heads, int max_list);
 /* vision_attn: the variant for the vision tower's head_dim (16 or 64); -1 with a message otherwise. */
 int rule_vision_attn_pick(int head_dim, rule_variant *v);
 
+/* vision_mm: the tile (0: 128 x 128, 1: 64 x 64) of an M x N product of the vision tower, and the variant. */
+int rule_vision_mm_tile(int M, int N);
+void rule_vision_mm_pick(int M, int N, rule_variant *v);
+/* vision_glue: the variant of an operation (0 the vision RMSNorm, 1 2-D RoPE, 2 space-to-depth). */
+void rule_vision_glue_pick(int op, rule_variant *v);
+
 #endif

@@ -25,8 +25,9 @@ static const bench_entry benches[] = {
                              "PACKDIR: a pack to read, or where to generate one"},
     {"grammar", bench_grammar, "grammar [--tokenizer FILE] [--walks N] [--seed S] [--cpu]: constrained decoding: compile time "
                                "and per-token mask time (p50, p99) along random walks, schemas of growing size"},
-    {"vision", bench_vision, "vision [--model DIR] [--reps N]: image decode + preprocessing time on the CPU for "
-                             "448x448, 1024x768 and 1920x1080 PNG and JPEG images"},
+    {"vision", bench_vision, "vision [--model DIR] [--kit KIT] [--reps N]: image decode + preprocessing time on the "
+                             "CPU for 448x448, 1024x768 and 1920x1080 PNG and JPEG images; with --kit, the tower "
+                             "and aligner on the GPU for them, per image and per launch"},
     {"decode", bench_decode, "decode --kit KIT --model DIR [--contexts 4096,65536] [--rounds N]: the GPU engine's "
                              "decode rounds (1-16 rows, a 6-row verify window): time per layer, its EXL3 matmuls "
                              "alone, bytes read against the roofline, launches per layer; prompt tok/s"},

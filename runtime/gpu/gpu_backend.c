@@ -138,6 +138,11 @@ static void layout(gpu_backend *b, arena *a)
     b->eg_rows = take(a, sizeof(uint16_t) * R * cols * ew);
     b->eg_kv = take(a, sizeof(uint16_t) * R * (hc + 1) * d);
     b->taps = take(a, sizeof(uint16_t) * R * (size_t)(c->n_dspark_targets > 0 ? c->n_dspark_targets : 1) * d);
+    if (c->vision_n_layers > 0) {
+        b->img_stage = take(a, sizeof(uint16_t) * R * d);
+        b->img_idx = take(a, sizeof(int32_t) * R * (2 * hc + 1));
+        b->img_save = take(a, sizeof(uint16_t) * R * hc * d);
+    }
     /* the drafter's: max_draft requests of B rows */
     size_t B = (size_t)(c->n_mtp_layers > 0 ? c->dspark_block_size : 1), D = (size_t)b->draft_ld;
     size_t Rk = (size_t)(c->n_mtp_layers > 0 ? c->dspark_markov_rank : 8);
@@ -247,6 +252,23 @@ static size_t ws_need(const gpu_backend *b)
     return most;
 }
 
+/* Free the image spans of s that start at or after pos (a roll back below them, or the sequence's end). */
+static void drop_spans(gpu_seq *s, int64_t pos)
+{
+    int k = 0;
+    for (int i = 0; i < s->n_spans; i++) {
+        if (s->spans[i].pos >= pos)
+            cu.cuMemFree(s->spans[i].rows);
+        else
+            s->spans[k++] = s->spans[i];
+    }
+    s->n_spans = k;
+    if (k == 0) {
+        free(s->spans);
+        s->spans = NULL;
+    }
+}
+
 static void gpu_free_all(gpu_backend *b)
 {
     for (int i = 0; i < b->ngraphs; i++) {
@@ -277,7 +299,10 @@ static void gpu_free_all(gpu_backend *b)
     for (int i = 0; b->seqs && i < b->max_seqs; i++) {
         free(b->seqs[i].tokens);
         free(b->seqs[i].cids);
+        drop_spans(&b->seqs[i], 0);
     }
+    free(b->img_runs);
+    free(b->img_idx_host);
     free(b->seqs);
     free(b->range_base);
     free(b->range_len);
@@ -387,13 +412,15 @@ static void gpu_seq_close(void *impl, int seq)
     range_free(b, s->base);
     free(s->tokens);
     free(s->cids);
+    drop_spans(s, 0);
     memset(s, 0, sizeof *s);
 }
 
 static int gpu_commit(void *impl, int seq, int64_t old_len, int64_t len)
 {
     gpu_backend *b = impl;
-    (void)old_len;
+    if (len < old_len)
+        drop_spans(&b->seqs[seq], len);
     b->seqs[seq].len = len; /* every store is position-indexed and the rings keep the rollback window */
     return b->seqs[seq].flags & ENGINE_SEQ_DRAFT ? gpu_draft_feed(b, seq, len) : 0;
 }
@@ -408,7 +435,23 @@ static int gpu_draft(void *impl, const engine_draft_req *req, int n, int32_t *dr
     return gpu_draft_run(impl, req, n, drafts, conf);
 }
 
-/* no image op: the tower's kernels are not written yet, and engine_seq_image refuses images on this backend */
+/* An image at pos: its tower runs now (gpu_vision.c); rounds give the span's positions its rows. */
+static int gpu_image(void *impl, int seq, int64_t pos, const engine_image *img)
+{
+    gpu_backend *b = impl;
+    gpu_seq *s = &b->seqs[seq];
+    struct gpu_span *sp = dsk_realloc(s->spans, sizeof *sp * (size_t)(s->n_spans + 1));
+    if (!sp)
+        return -1;
+    s->spans = sp;
+    CUdeviceptr rows;
+    int64_t n;
+    if (gpu_vision_run(b, img->patches, img->n_vit_h, img->n_vit_w, &rows, &n, NULL))
+        return -1;
+    s->spans[s->n_spans++] = (struct gpu_span){pos, n, rows};
+    return 0;
+}
+
 static void gpu_engram_counters(void *impl, engine_engram_stats *out)
 {
     gpu_backend *b = impl;
@@ -421,7 +464,7 @@ static void gpu_engram_counters(void *impl, engine_engram_stats *out)
 }
 
 static const engine_backend_ops gpu_ops = {gpu_close,  gpu_seq_open, gpu_seq_close, gpu_step,
-                                           gpu_commit, gpu_draft,    NULL,          gpu_engram_counters};
+                                           gpu_commit, gpu_draft,    gpu_image,     gpu_engram_counters};
 
 int gpu_backend_open(const engine_backend_args *a, void **impl, const engine_backend_ops **ops)
 {
@@ -541,7 +584,11 @@ int gpu_backend_open(const engine_backend_args *a, void **impl, const engine_bac
     b->seqs = dsk_calloc((size_t)b->max_seqs, sizeof *b->seqs);
     b->range_base = dsk_calloc((size_t)b->max_seqs + 1, sizeof(int64_t));
     b->range_len = dsk_calloc((size_t)b->max_seqs + 1, sizeof(int64_t));
-    if (!b->seqs || !b->range_base || !b->range_len) {
+    if (cfg.vision_n_layers > 0) {
+        b->img_runs = dsk_calloc((size_t)b->max_rows, sizeof *b->img_runs);
+        b->img_idx_host = dsk_calloc((size_t)b->max_rows * (2 * (size_t)cfg.hc_mult + 1), sizeof(int32_t));
+    }
+    if (!b->seqs || !b->range_base || !b->range_len || (cfg.vision_n_layers > 0 && (!b->img_runs || !b->img_idx_host))) {
         gpu_free_all(b);
         return -1;
     }

@@ -27,6 +27,12 @@ typedef struct {
      * the rings when the sequence commits them */
     int64_t draft_len, taps_pos0;
     int taps_row0, taps_n;
+    /* image spans (engine_seq_image): positions [pos, pos + n) take the device rows [n][dim] bf16 as input */
+    struct gpu_span {
+        int64_t pos, n;
+        CUdeviceptr rows;
+    } *spans;
+    int n_spans;
 } gpu_seq;
 
 /* A round's plan: everything a round's kernels read per row, in one host buffer copied in one go into a
@@ -124,6 +130,17 @@ struct gpu_backend {
     int max_draft, draft_ld;       /* requests per draft call; the row stride of the per-draft arrays (x4: aligned) */
     CUdeviceptr draft_prev, draft_tok, draft_conf, draft_e, draft_bias, feed_pos, feed_dst;          /* launches of the last eager round outside its layers (benchmarks) */
     CUdeviceptr arena;             /* the state and scratch buffers above, one allocation */
+    /* the round's rows at image positions (eager rounds only: a round with any runs without graphs), in
+     * runs of consecutive rows of one span; their span rows are staged in img_stage [max_rows][dim], copied
+     * into every stream (img_idx: i32 source and destination lists), routed with bias_vl, and their streams
+     * saved across each Engram layer (img_save [max_rows][hc][dim]: their gate is 0) */
+    int img_n, img_nruns;
+    struct gpu_img_run {
+        int row0, n, at;           /* rows row0.., at img_stage row `at` */
+        CUdeviceptr src;           /* their span rows */
+    } *img_runs;
+    int32_t *img_idx_host;         /* [max_rows][2·hc + 1] */
+    CUdeviceptr img_stage, img_idx, img_save;
     /* Tests only (teacher forcing, layer-by-layer comparisons with the CPU, tests/gpu/test_engine_gpu.c):
      * called in every block, after the stream has finished, with the device streams [n][hc][d] bf16 and
      * π (fp32 rows of pi_stride; 0 after attention), which it may read or overwrite. */
@@ -154,6 +171,18 @@ int gpu_round(gpu_backend *b, const engine_row *rows, int n, engine_out *out, co
  * last round's taps; propose draft_block tokens for each request. */
 int gpu_draft_feed(gpu_backend *b, int seq, int64_t len);
 int gpu_draft_run(gpu_backend *b, const engine_draft_req *req, int n, int32_t *drafts, float *conf);
+/* The vision tower (gpu_vision.c): the span rows [*n_out][dim] bf16 of one image's patches [nh·nw][3p²]
+ * bf16, in a new device allocation (*rows_out, the caller frees it), run eagerly on the stream. taps (may be
+ * NULL; each field may be NULL) receive bf16 host copies of the patch embedding and the final norm
+ * [nh·nw][vision_dim] and the aligner's rows [cells][dim] (tests: CPU == GPU per stage). */
+typedef struct {
+    uint16_t *embed, *vit, *features;
+} gpu_vision_taps;
+int gpu_vision_run(gpu_backend *b, const uint16_t *patches, int nh, int nw, CUdeviceptr *rows_out, int64_t *n_out,
+                   gpu_vision_taps *taps);
+/* The device scratch one image's tower takes while it runs (its span's rows besides). */
+size_t gpu_vision_scratch_bytes(const gpu_backend *b, int n_vit_h, int n_vit_w);
+
 /* One round's shape (gpu_round.c builds it with the plan). */
 typedef struct {
     int R, S;                /* rows, sampling rows */

@@ -41,6 +41,72 @@ static int graph_bucket(const gpu_backend *b, int reach)
 
 /* ---- the plan ---- */
 
+/* The span of s holding position p, or NULL when p is text. */
+static const struct gpu_span *span_at(const gpu_seq *s, int64_t p)
+{
+    for (int i = 0; i < s->n_spans; i++)
+        if (p >= s->spans[i].pos && p < s->spans[i].pos + s->spans[i].n)
+            return &s->spans[i];
+    return NULL;
+}
+
+/* The round's rows at image positions (vision.md §3.8), in runs of consecutive rows of one span, and their
+ * index lists: the stage row and the stream row of every (row, stream), then the rows. */
+static void image_rows(gpu_backend *b, const engine_row *rows, int n)
+{
+    b->img_n = b->img_nruns = 0;
+    if (!b->img_runs)
+        return;
+    for (int r = 0; r < n; r++) {
+        const struct gpu_span *sp = span_at(&b->seqs[rows[r].seq], rows[r].pos);
+        if (!sp)
+            continue;
+        struct gpu_img_run *last = b->img_nruns ? &b->img_runs[b->img_nruns - 1] : NULL;
+        CUdeviceptr src = sp->rows + (CUdeviceptr)(rows[r].pos - sp->pos) * b->cfg->dim * 2;
+        if (last && last->row0 + last->n == r && last->src + (CUdeviceptr)last->n * b->cfg->dim * 2 == src)
+            last->n++;
+        else
+            b->img_runs[b->img_nruns++] = (struct gpu_img_run){r, 1, b->img_n, src};
+        b->img_n++;
+    }
+    int hc = b->cfg->hc_mult, m = b->img_n;
+    int32_t *src = b->img_idx_host, *dst = src + (size_t)m * hc, *list = dst + (size_t)m * hc;
+    for (int k = 0; k < b->img_nruns; k++)
+        for (int j = 0; j < b->img_runs[k].n; j++) {
+            int at = b->img_runs[k].at + j, row = b->img_runs[k].row0 + j;
+            list[at] = row;
+            for (int ch = 0; ch < hc; ch++) {
+                src[at * hc + ch] = at;
+                dst[at * hc + ch] = row * hc + ch;
+            }
+        }
+}
+
+/* The image rows' inputs: their span rows into every stream (after the embedding), the lists first. */
+static int place_image_rows(gpu_backend *b)
+{
+    const model_config *c = b->cfg;
+    int hc = c->hc_mult, m = b->img_n;
+    size_t row = (size_t)c->dim * 2;
+    CU_TRY(cu.cuMemcpyHtoDAsync(b->img_idx, b->img_idx_host, sizeof(int32_t) * (size_t)m * (2 * hc + 1), b->s));
+    for (int k = 0; k < b->img_nruns; k++)
+        CU_TRY(cu.cuMemcpyDtoDAsync(b->img_stage + (CUdeviceptr)b->img_runs[k].at * row, b->img_runs[k].src,
+                                    (size_t)b->img_runs[k].n * row, b->s));
+    return op_rows_copy(b->k, b->s, b->img_stage, (int64_t)row, b->img_idx, b->X, (int64_t)row,
+                        b->img_idx + (CUdeviceptr)m * hc * 4, m * hc, (int)row);
+}
+
+/* Save (restore) the image rows' streams before (after) an Engram layer: their gate is 0 (vision.md §3.8). */
+static int image_streams(gpu_backend *b, int restore)
+{
+    const model_config *c = b->cfg;
+    int hc = c->hc_mult, m = b->img_n;
+    int64_t sb = (int64_t)hc * c->dim * 2;
+    CUdeviceptr list = b->img_idx + (CUdeviceptr)2 * m * hc * 4;
+    return restore ? op_rows_copy(b->k, b->s, b->img_save, sb, 0, b->X, sb, list, m, (int)sb)
+                   : op_rows_copy(b->k, b->s, b->X, sb, list, b->img_save, sb, 0, m, (int)sb);
+}
+
 static int build_plan(gpu_backend *b, const engine_row *rows, int n, int graph, round_shape *sh)
 {
     const model_config *c = b->cfg;
@@ -64,6 +130,8 @@ static int build_plan(gpu_backend *b, const engine_row *rows, int n, int graph, 
             pos[r] = rpos[r] = (int32_t)p;
             s->tokens[p] = rows[r].token;
             s->cids[p] = b->w.token_map ? b->w.token_map[rows[r].token] : 0;
+            if (s->n_spans && span_at(s, p)) /* an image position: dead to Engram's n-grams */
+                s->cids[p] = ENGRAM_DEAD;
             for (int ratio = 0; ratio < 3; ratio++) {
                 sparse_attn_row *a = (sparse_attn_row *)((char *)b->plan_host + b->plan.attn[ratio]) + r;
                 int64_t reach = ratio ? (p + 1) / ratio : 0;
@@ -327,6 +395,13 @@ static int moe(layer_ctx *L, const gpu_block *g, int l)
     int R = L->sh->R, d = c->dim, E = g->n_experts, Kx = g->n_active;
     TRY(op_rowmm_bf16(b->k, b->s, b->xn, g->gate, b->gate_logits, R, d, E));
     TRY(op_moe_route(b->k, b->s, b->gate_logits, E, g->gate_bias, R, E, Kx, c->route_scale, b->moe_ids, b->moe_w, 0));
+    /* image positions pick their experts with bias_vl (vision.md §3.8): their runs routed again over it */
+    for (int k = 0; b->img_n && l < c->n_layers && k < b->img_nruns; k++) {
+        int r0 = b->img_runs[k].row0;
+        TRY(op_moe_route(b->k, b->s, b->gate_logits + (CUdeviceptr)r0 * E * 4, E, g->gate_bias_vl, b->img_runs[k].n, E,
+                         Kx, c->route_scale, b->moe_ids + (CUdeviceptr)r0 * Kx * 4, b->moe_w + (CUdeviceptr)r0 * Kx * 4,
+                         0));
+    }
     if (b->hook) {
         CU_TRY(cu.cuStreamSynchronize(b->s));
         b->hook(b->hook_ctx, l, GPU_HOOK_ROUTE, b->moe_ids, b->gate_logits, E, R);
@@ -357,7 +432,11 @@ int gpu_layer(layer_ctx *L, int l)
                                      (int64_t)cols * w));
         TRY(op_exl3_matmul(b->k, b->s, &g->eg_wkv, b->eg_rows, cols * w, R, b->eg_kv, (hc + 1) * d, EXL3_OUT_BF16,
                            &b->ws));
+        if (b->img_n)
+            TRY(image_streams(b, 0));
         TRY(op_engram_gate(b->k, b->s, b->X, b->eg_kv, g->eg_w, R, hc, d, c->norm_eps));
+        if (b->img_n)
+            TRY(image_streams(b, 1));
     }
     if (r->dspark_tap >= 0)
         TRY(op_tap_mean(b->k, b->s, b->X, b->taps, R, hc, d, c->n_dspark_targets, r->dspark_tap));
@@ -511,6 +590,8 @@ static int device_segment(gpu_backend *b, const round_shape *sh, void *arg)
         /* the plan without the Engram records: they go up per layer, below */
         CU_TRY(cu.cuMemcpyHtoDAsync(b->plan_dev, b->plan_host, (size_t)b->plan.engram, b->s));
         TRY(op_embed(b->k, b->s, b->w.embed, c->vocab_size, DEV(b, tokens), b->X, b->pi0, n, c->hc_mult, c->dim));
+        if (b->img_n && place_image_rows(b))
+            return dsk_err_ctx("the round's image rows");
         f->L = (layer_ctx){b, sh, b->pi0, c->hc_mult, 0, 0};
     } else {
         int cols = model_engram_cols(c);
@@ -588,7 +669,8 @@ int gpu_round(gpu_backend *b, const engine_row *rows, int n, engine_out *out, co
     const model_config *c = b->cfg;
     if (n > b->max_rows)
         return dsk_err("a GPU round takes %d rows at most, %d given", b->max_rows, n);
-    int graph = b->use_graphs && !b->hook && !kit_sync_launches() && n <= GPU_GRAPH_MAX_ROWS, failed = 0;
+    image_rows(b, rows, n);
+    int graph = b->use_graphs && !b->hook && !kit_sync_launches() && n <= GPU_GRAPH_MAX_ROWS && !b->img_n, failed = 0;
     round_shape sh;
     if (build_plan(b, rows, n, graph, &sh) || engram_plan(b, rows, n) || sample_prep(b, &sh, rows)) {
         engram_done(b);

@@ -225,6 +225,8 @@ static int bind_block(binder *b, int l, gpu_block *g)
     g->n_active = l < c->n_layers ? c->n_activated_experts : c->dspark_n_activated_experts;
     TRY(up_bf16(b, NAME("%sffn.gate.weight", p), &g->gate));
     TRY(up_raw(b, NAME("%sffn.gate.bias", p), ST_F32, &g->gate_bias));
+    if (l < c->n_layers && c->vision_n_layers > 0) /* the drafter's bias_vl is never used (vision.md §3.8) */
+        TRY(up_raw(b, NAME("%sffn.gate.bias_vl", p), ST_F32, &g->gate_bias_vl));
     TRY(up_experts(b, p, 1, 1, &g->shared));
     TRY(up_experts(b, p, g->n_experts, 0, &g->experts));
     if (r->is_kv_source) {
@@ -281,6 +283,100 @@ static int bind_block(binder *b, int l, gpu_block *g)
     return 0;
 }
 
+/* A bf16 tensor of `rows` x `cols` (checked), uploaded with its columns padded to `ld` (zeros), or with
+ * interleave its first rows/2 and last rows/2 rows alternated (the SwiGLU weight of op_vision_mm). */
+static int up_bf16_shaped(binder *b, const char *name, int64_t rows, int64_t cols, int64_t ld, int interleave,
+                          CUdeviceptr *out)
+{
+    const st_tensor *t = tensor(b, name, ST_BF16, ST_BF16);
+    if (!t)
+        return -1;
+    if (t->nbytes != (size_t)(rows * cols) * 2)
+        return dsk_err("tensor %s holds %zu bytes, expected [%lld, %lld] bf16", name, t->nbytes, (long long)rows,
+                       (long long)cols);
+    size_t n = (size_t)(rows * ld);
+    if (b->dry) {
+        put(b, NULL, n * 2);
+        return 0;
+    }
+    uint16_t *h = dsk_calloc(n, 2);
+    if (!h)
+        return -1;
+    const uint16_t *src = t->data;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t from = interleave ? (r % 2 ? rows / 2 + r / 2 : r / 2) : r;
+        memcpy(h + r * ld, src + from * cols, (size_t)cols * 2);
+    }
+    *out = put(b, h, n * 2);
+    free(h);
+    return *out ? 0 : dsk_err_ctx("tensor %s", name);
+}
+
+/* An fp32 tensor of n values that may be stored bf16 (the vision norms), widened exactly. */
+static int up_f32_wide(binder *b, const char *name, int64_t n, CUdeviceptr *out)
+{
+    const st_tensor *t = tensor(b, name, ST_F32, ST_BF16);
+    if (!t)
+        return -1;
+    if (t->nbytes != (size_t)n * st_dtype_size(t->dtype))
+        return dsk_err("tensor %s holds %zu bytes, expected %lld values", name, t->nbytes, (long long)n);
+    if (b->dry) {
+        put(b, NULL, (size_t)n * 4);
+        return 0;
+    }
+    float *h = dsk_malloc((size_t)n * 4);
+    if (!h)
+        return -1;
+    for (int64_t i = 0; i < n; i++)
+        h[i] = t->dtype == ST_F32 ? ((const float *)t->data)[i] : bf16_to_f32(((const uint16_t *)t->data)[i]);
+    *out = put(b, h, (size_t)n * 4);
+    free(h);
+    return *out ? 0 : dsk_err_ctx("tensor %s", name);
+}
+
+static int bind_vision(binder *b)
+{
+    const model_config *c = &b->w->cfg;
+    gpu_vision_weights *v = &b->w->vision;
+    int D = c->vision_dim, I = c->vision_inter_dim, p = c->vision_patch_size, K = 3 * p * p, r = c->vision_downsample_ratio;
+    v->K0 = (K + 31) / 32 * 32;
+    TRY(up_bf16_shaped(b, "vision.patch_embed.proj.weight", D, K, v->K0, 0, &v->patch_w));
+    TRY(up_bf16_shaped(b, "vision.patch_embed.proj.bias", 1, D, D, 0, &v->patch_b));
+    for (int l = 0; l < c->vision_n_layers; l++) {
+        gpu_vision_block *k = &v->blocks[l];
+        TRY(up_f32_wide(b, NAME("vision.blocks.%d.norm1.weight", l), D, &k->norm1));
+        TRY(up_f32_wide(b, NAME("vision.blocks.%d.norm2.weight", l), D, &k->norm2));
+        TRY(up_bf16_shaped(b, NAME("vision.blocks.%d.attn.wqkv.weight", l), 3 * D, D, D, 0, &k->wqkv));
+        TRY(up_bf16_shaped(b, NAME("vision.blocks.%d.attn.wqkv.bias", l), 1, 3 * D, 3 * D, 0, &k->bqkv));
+        TRY(up_bf16_shaped(b, NAME("vision.blocks.%d.attn.wo.weight", l), D, D, D, 0, &k->wo));
+        TRY(up_bf16_shaped(b, NAME("vision.blocks.%d.attn.wo.bias", l), 1, D, D, 0, &k->bo));
+        TRY(up_bf16_shaped(b, NAME("vision.blocks.%d.mlp.w1.weight", l), 2 * I, D, D, 1, &k->w1));
+        TRY(up_bf16_shaped(b, NAME("vision.blocks.%d.mlp.w2.weight", l), D, I, I, 0, &k->w2));
+    }
+    TRY(up_f32_wide(b, "vision.norm.weight", D, &v->norm));
+    TRY(up_bf16_shaped(b, "aligner.w1.weight", c->dim, (int64_t)r * r * D, (int64_t)r * r * D, 0, &v->al_w1));
+    TRY(up_bf16_shaped(b, "aligner.w1.bias", 1, c->dim, c->dim, 0, &v->al_b1));
+    TRY(up_bf16_shaped(b, "aligner.w2.weight", c->dim, c->dim, c->dim, 0, &v->al_w2));
+    TRY(up_bf16_shaped(b, "aligner.w2.bias", 1, c->dim, c->dim, 0, &v->al_b2));
+    /* the three delimiters side by side: rows L, L + 1, L + 2 of the span's gather source (gpu_vision.c) */
+    const char *const dn[3] = {"image_start", "image_end", "image_newline"};
+    uint16_t *h = b->dry ? NULL : dsk_malloc(sizeof(uint16_t) * 3 * (size_t)c->dim);
+    if (!b->dry && !h)
+        return -1;
+    for (int i = 0; i < 3; i++) {
+        const st_tensor *t = tensor(b, dn[i], ST_BF16, ST_BF16);
+        if (!t || t->nbytes != (size_t)c->dim * 2) {
+            free(h);
+            return t ? dsk_err("tensor %s holds %zu bytes, expected [%d] bf16", dn[i], t->nbytes, c->dim) : -1;
+        }
+        if (h)
+            memcpy(h + (size_t)i * c->dim, t->data, (size_t)c->dim * 2);
+    }
+    v->delims = put(b, h, sizeof(uint16_t) * 3 * (size_t)c->dim);
+    free(h);
+    return b->dry || v->delims ? 0 : -1;
+}
+
 static int bind_all(binder *b)
 {
     gpu_weights *w = b->w;
@@ -301,6 +397,8 @@ static int bind_all(binder *b)
         TRY(up_bf16(b, NAME("mtp.%d.markov_head.head.weight", last), &w->markov_head));
         TRY(up_bf16(b, NAME("mtp.%d.confidence_head.proj.weight", last), &w->confidence));
     }
+    if (c->vision_n_layers > 0 && bind_vision(b))
+        return dsk_err_ctx("the vision tower");
     return 0;
 }
 
@@ -310,11 +408,16 @@ int gpu_weights_bytes(const model_config *cfg, const st_set *ckpt, const gpu_wei
     memset(&w, 0, sizeof w);
     w.cfg = *cfg;
     w.blocks = dsk_calloc((size_t)cfg->n_all_layers, sizeof *w.blocks);
-    if (!w.blocks)
+    w.vision.blocks = cfg->vision_n_layers > 0 ? dsk_calloc((size_t)cfg->vision_n_layers, sizeof *w.vision.blocks) : NULL;
+    if (!w.blocks || (cfg->vision_n_layers > 0 && !w.vision.blocks)) {
+        free(w.blocks);
+        free(w.vision.blocks);
         return -1;
+    }
     binder b = {.w = &w, .st = ckpt, .o = o, .dry = 1};
     int rc = bind_all(&b);
     free(w.blocks);
+    free(w.vision.blocks);
     *bytes = b.bytes;
     return rc;
 }
@@ -332,11 +435,14 @@ int gpu_weights_load(const model_config *cfg, const st_set *ckpt, const gpu_weig
         return dsk_err("not enough GPU memory for the weights: they need %.2f GiB, %.2f GiB of %.2f GiB are free",
                        need / 1073741824.0, free_b / 1073741824.0, total_b / 1073741824.0);
     w->blocks = dsk_calloc((size_t)cfg->n_all_layers, sizeof *w->blocks);
-    if (!w->blocks)
+    w->vision.blocks = cfg->vision_n_layers > 0 ? dsk_calloc((size_t)cfg->vision_n_layers, sizeof *w->vision.blocks) : NULL;
+    if (!w->blocks || (cfg->vision_n_layers > 0 && !w->vision.blocks)) {
+        gpu_weights_free(w);
         return -1;
+    }
     if (cu.cuMemAlloc(&w->arena, need ? need : 16) != CUDA_SUCCESS) {
-        free(w->blocks);
-        w->blocks = NULL;
+        w->arena = 0;
+        gpu_weights_free(w);
         return dsk_err("allocating %.2f GiB of GPU memory for the weights failed", need / 1073741824.0);
     }
     w->arena_bytes = need;
@@ -377,6 +483,7 @@ void gpu_weights_free(gpu_weights *w)
     if (w->arena)
         cu.cuMemFree(w->arena);
     free(w->blocks);
+    free(w->vision.blocks);
     free(w->token_map);
     memset(w, 0, sizeof *w);
 }

@@ -36,7 +36,23 @@ typedef struct {
     exl3_dev_linear eg_wkv;
     CUdeviceptr eg_w;                                    /* fp32 [hc][d] q_weight ⊙ k_weight */
     CUdeviceptr eg_values, eg_scales;                    /* the table on the device (placement "device"), or 0 */
+    CUdeviceptr gate_bias_vl;                            /* fp32 [E]: image positions' bias (backbone, with a tower) */
 } gpu_block;
+
+/* The vision tower (vision.md §4), as op_vision_mm takes it: bf16 as stored, the norms widened to fp32
+ * exactly, the patch embedding's columns padded with zeros to K0 (a multiple of 32: the sums are unchanged)
+ * and mlp.w1's gate and up rows interleaved (vision_mm_interleave). */
+typedef struct {
+    CUdeviceptr norm1, norm2;          /* fp32 [D] */
+    CUdeviceptr wqkv, bqkv, wo, bo, w1, w2;
+} gpu_vision_block;
+
+typedef struct {
+    int K0;                            /* the patch embedding's padded K (3p² rounded up to 32) */
+    CUdeviceptr patch_w, patch_b, norm, al_w1, al_b1, al_w2, al_b2;
+    CUdeviceptr delims;                /* bf16 [3][dim]: image_start, image_end, image_newline */
+    gpu_vision_block *blocks;          /* [vision_n_layers]; NULL: a text-only model */
+} gpu_vision_weights;
 
 typedef struct {
     model_config cfg;
@@ -52,6 +68,7 @@ typedef struct {
     /* DSpark extras */
     exl3_dev_linear main_proj;
     CUdeviceptr main_norm, mtp_norm, markov_embed, markov_head, confidence; /* bf16 */
+    gpu_vision_weights vision;
 } gpu_weights;
 
 typedef struct {

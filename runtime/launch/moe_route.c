@@ -17,8 +17,8 @@ int op_moe_route(const kit *k, CUstream s, CUdeviceptr logits, int64_t ld, CUdev
     } ptrs[] = {{"logits", logits, 1}, {"bias", bias, 1},          {"ids", ids, 1},
                 {"weights", weights, 1}, {"scores_out", scores_out, 0}};
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
-        if ((!ptrs[i].p && ptrs[i].required) || ptrs[i].p % 16)
-            return dsk_err("moe_route %s: %s (0x%llx) must be a 16-byte aligned device pointer", v.params, ptrs[i].name,
+        if ((!ptrs[i].p && ptrs[i].required) || ptrs[i].p % 4)
+            return dsk_err("moe_route %s: %s (0x%llx) must be a 4-byte aligned device pointer", v.params, ptrs[i].name,
                            (unsigned long long)ptrs[i].p);
     if (rows == 0)
         return 0;

@@ -31,9 +31,9 @@ static void usage(FILE *f)
                "                     [--shard-size BYTES[k|M|G]] [--tokenizer FILE] [--force]\n"
                "Write a synthetic checkpoint with random weights; the same seed gives the same bytes.\n"
                "Presets:\n");
-    const char *names[] = {"tiny", "tiny-vision", "layer-a", "layer-b", "layer-c"};
-    for (int i = 0; i < 5; i++)
-        fprintf(f, "  %-11s %s\n", names[i], mkmodel_preset_summary(names[i]));
+    const char *names[] = {"tiny", "tiny-vision", "layer-a", "layer-b", "layer-c", "layer-vision"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        fprintf(f, "  %-12s %s\n", names[i], mkmodel_preset_summary(names[i]));
     fprintf(f, "--seed defaults to 0, --codebook to mul1, --shard-size to 4G; --force replaces an existing\n"
                "checkpoint folder. See docs/mkmodel.md.\n");
 }

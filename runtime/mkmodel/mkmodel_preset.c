@@ -23,7 +23,7 @@ typedef struct {
     int n_engram, engram[MAXL], engram_heads, engram_head_dim, engram_cv;
     int64_t engram_vocab;
     int n_mtp, n_targets, targets[MAXL], markov_rank, dspark_experts, dspark_per_tok;
-    int vision; /* 1: vision.md §5's tiny tower (vision_config); 0: text-only (num_hidden_layers 0) */
+    int vision; /* 1: vision.md §5's tiny tower (vision_config); 2: the release's tower (§3.1); 0: text-only */
 } preset;
 
 /* Full width of §7.2: the release's per-layer sizes, the Engram table cut to engram_vocab_size 10^6
@@ -81,6 +81,13 @@ static const preset presets[] = {
         FULL_WIDTH, .n_layers = 3, .n_ratios = 4, .ratios = {1, 1, 1, 0}, .n_kv = 1, .kv = {0}, .n_idx = 2,
         .idx = {0, 1}, .cand_source = 0, .n_engram = 0, .n_targets = 3, .targets = {0, 1, 2},
     },
+    {
+        .name = "layer-vision",
+        .summary = "layer-b plus the release's vision tower (vision.md §3.1: 32 ViT blocks of width 1024, 16 "
+                   "heads, patch 14, the 3x3 aligner into 5120, 1024 positions an image): the tower's speed",
+        FULL_WIDTH, .n_layers = 1, .n_ratios = 2, .ratios = {2, 0}, .n_kv = 1, .kv = {0}, .n_idx = 1,
+        .idx = {0}, .cand_source = -1, .n_engram = 0, .n_targets = 1, .targets = {0}, .vision = 2,
+    },
 };
 
 static const preset *find_preset(const char *name)
@@ -93,7 +100,7 @@ static const preset *find_preset(const char *name)
 
 const char *mkmodel_preset_names(void)
 {
-    return "tiny, tiny-vision, layer-a, layer-b, layer-c";
+    return "tiny, tiny-vision, layer-a, layer-b, layer-c, layer-vision";
 }
 
 const char *mkmodel_preset_summary(const char *name)
@@ -169,11 +176,17 @@ static json_t *text_config(const preset *p)
     return t;
 }
 
-/* vision.md §5 for tiny-vision (max_wh_ratio null as released); num_hidden_layers 0 otherwise. */
+/* vision.md §5 for tiny-vision, §3.1 (the release) for layer-vision (max_wh_ratio null as released);
+ * num_hidden_layers 0 otherwise. */
 static json_t *vision_config(const preset *p)
 {
     if (!p->vision)
         return json_pack("{s:s, s:i}", "model_type", "deepseek_v41_vision", "num_hidden_layers", 0);
+    if (p->vision == 2)
+        return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:I, s:n, s:f}", "model_type",
+                         "deepseek_v41_vision", "num_hidden_layers", 32, "hidden_size", 1024, "num_attention_heads", 16,
+                         "intermediate_size", 2816, "patch_size", 14, "downsample_ratio", 3, "max_image_tokens", 1024,
+                         "min_pixels", (json_int_t)295936, "max_wh_ratio", "rope_theta", 10000.0);
     return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:n, s:f}", "model_type", "deepseek_v41_vision",
                      "num_hidden_layers", 2, "hidden_size", 64, "num_attention_heads", 4, "intermediate_size", 96,
                      "patch_size", 4, "downsample_ratio", 3, "max_image_tokens", 32, "min_pixels", 1024,

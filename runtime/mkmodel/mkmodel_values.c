@@ -409,6 +409,16 @@ int mkmodel_write_tensor(st_writer *w, const mkmodel_gen *g, const schema_tensor
     fill_ctx fv = {.g = g, .t = t};
     if (vision_rule(t, g->cfg->vision_n_layers, &fv)) {
         st->tensors++;
+        if (g->cfg->vision_dim > 64) {
+            /* a release-width tower (layer-vision): §6's formula repeats every 65536 values (a 1024-wide matrix
+             * would have 64 distinct rows), so seeded normals of the same mean, the matrices' scale taken to a
+             * fan-in of 64 (the tiny tower's) */
+            tensor_rng(&fv.rng, g->seed, t->name);
+            if (t->ndim == 2)
+                fv.b *= sqrt(64.0 / (double)t->shape[1]);
+            return write_streamed(w, st, t->name, t->kind == TENSOR_BF16 ? ST_BF16 : ST_F32, t->ndim, t->shape,
+                                  t->kind == TENSOR_BF16 ? fill_bf16 : fill_f32, &fv);
+        }
         return write_streamed(w, st, t->name, t->kind == TENSOR_BF16 ? ST_BF16 : ST_F32, t->ndim, t->shape,
                               t->kind == TENSOR_BF16 ? fill_vision_bf16 : fill_vision_f32, &fv);
     }

@@ -81,10 +81,13 @@ void test_compress_pool(gpu_ctx *c);
 void test_engram_rows(gpu_ctx *c);
 void test_engram_gate(gpu_ctx *c);
 void test_sparse_attn(gpu_ctx *c);
+void test_vision_mm(gpu_ctx *c);
+void test_vision_glue(gpu_ctx *c);
 void test_vision_attn(gpu_ctx *c);
 void test_engine(gpu_ctx *c);
 void test_engine_exact(gpu_ctx *c);
 void test_engine_fill(gpu_ctx *c);
 void test_engine_draft(gpu_ctx *c);
+void test_vision_tower(gpu_ctx *c);
 
 #endif

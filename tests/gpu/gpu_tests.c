@@ -118,8 +118,10 @@ static const family_test tests[] = {
     {"vec_glue", test_vec_glue},        {"rows_copy", test_rows_copy}, {"compress_pool", test_compress_pool},
     {"engram_rows", test_engram_rows},  {"engram_gate", test_engram_gate},
     {"sparse_attn", test_sparse_attn},
+    {"vision_mm", test_vision_mm},      {"vision_glue", test_vision_glue},
     {"vision_attn", test_vision_attn},
     {"engine", test_engine},
+    {"vision_tower", test_vision_tower}, /* the tower on the GPU against the CPU's, stage by stage */
     {"engine_draft", test_engine_draft}, /* drafted == serial on the GPU */
     {"engine_fill", test_engine_fill},   /* masks written while the forward runs == given */
     {"engine_exact", test_engine_exact}, /* the GPU against itself: batched, chunked == alone */ /* the whole model, layer by layer against the CPU (DSKIT_TEST_MODEL) */

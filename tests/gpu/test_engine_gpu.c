@@ -11,8 +11,10 @@
 #include "runtime/common/error.h"
 #include "runtime/common/numerics.h"
 #include "runtime/cpu/cpu_model.h"
+#include "runtime/cpu/vision_tower.h"
 #include "runtime/engine/generate.h"
 #include "runtime/gpu/gpu_engine.h"
+#include "runtime/model/vision_span.h"
 #include "runtime/ref/moe_route.h"
 #include "runtime/ref/sampling.h"
 #include "tests/gpu/gpu_check.h"
@@ -75,17 +77,18 @@ typedef struct {
      * such a row (the CPU's k-th minus (k+1)-th biased score over the row's largest |score|) */
     long route_rows[MAXL], route_flips[MAXL];
     double flip_margin[MAXL];
+    const uint8_t *image; /* the call's rows at image positions (they route with bias_vl), or NULL */
 } gpu_forcing;
 
 /* A row's MoE selection against the CPU's (its logits): 1 when the sets differ, with the CPU's margin at
  * the cut. */
-static int route_differs(const block_weights *bw, float route_scale, const float *logits, const int32_t *gpu_ids,
-                         double *margin)
+static int route_differs(const block_weights *bw, const float *bias, float route_scale, const float *logits,
+                         const int32_t *gpu_ids, double *margin)
 {
     int E = bw->n_experts, K = bw->n_active;
     int32_t ids[64];
     float w[64], s[4096];
-    moe_route(route_scale, E, K, bw->gate_bias, logits, ids, w);
+    moe_route(route_scale, E, K, bias, logits, ids, w);
     int same = 1;
     for (int j = 0; j < K; j++)
         same &= ids[j] == gpu_ids[j];
@@ -93,7 +96,7 @@ static int route_differs(const block_weights *bw, float route_scale, const float
         return 0;
     float top = 0;
     for (int e = 0; e < E; e++) {
-        s[e] = moe_sqrtsoftplus(logits[e]) + bw->gate_bias[e];
+        s[e] = moe_sqrtsoftplus(logits[e]) + bias[e];
         top = fabsf(s[e]) > top ? fabsf(s[e]) : top;
     }
     /* the k-th and (k+1)-th scores: the smallest selected, the largest not selected */
@@ -136,7 +139,8 @@ static void gpu_hook(void *ctx, int l, int stage, CUdeviceptr X, CUdeviceptr pi,
         for (int i = 0; i < n; i++) {
             double mg = 0;
             f->route_rows[l]++;
-            if (route_differs(bw, c->route_scale, cpu_logits + (size_t)i * bw->n_experts, ids + (size_t)i * K, &mg)) {
+            const float *bias = f->image && f->image[i] ? bw->gate_bias_vl : bw->gate_bias;
+            if (route_differs(bw, bias, c->route_scale, cpu_logits + (size_t)i * bw->n_experts, ids + (size_t)i * K, &mg)) {
                 f->route_flips[l]++;
                 f->flip_margin[l] = mg > f->flip_margin[l] ? mg : f->flip_margin[l];
             }
@@ -221,6 +225,21 @@ void test_engine(gpu_ctx *c)
         tokens[i] = (int32_t)dsk_rng_below(&r, (uint64_t)V / 2);
     cpu_seq *s;
     must(cpu_seq_new(m, 1024, &s), "a CPU sequence");
+    /* a model with a tower: an image in the prompt at positions 2.. (a 4 x 7 patch grid: 10 positions) */
+    int img_nh = 4, img_nw = 7, img_pos = 2, img_span = 0;
+    uint16_t *patches = NULL;
+    uint8_t image[N0] = {0};
+    if (cfg->vision_n_layers > 0) {
+        int K = 3 * cfg->vision_patch_size * cfg->vision_patch_size;
+        patches = xmalloc(sizeof(uint16_t) * (size_t)img_nh * img_nw * K);
+        fill_bf16(&r, patches, img_nh * img_nw, K, 1.0f);
+        must(cpu_seq_image(m, s, img_pos, patches, img_nh, img_nw), "an image on the CPU");
+        img_span = (int)vision_span_positions(cfg->vision_downsample_ratio, img_nh, img_nw);
+        for (int i = img_pos; i < img_pos + img_span && i < N0; i++) {
+            tokens[i] = cfg->image_token_id;
+            image[i] = 1;
+        }
+    }
     m->layer_hook = cpu_hook;
     m->layer_ctx = &rec;
     float *cpu_logits = xmalloc(sizeof(float) * (size_t)V * CALLS);
@@ -243,11 +262,16 @@ void test_engine(gpu_ctx *c)
     b->hook = gpu_hook;
     b->hook_ctx = &f;
     must(ops->seq_open(impl, 0, 1024, 0), "a GPU sequence");
+    if (patches) {
+        engine_image img = {.patches = patches, .n_vit_h = img_nh, .n_vit_w = img_nw, .key = 1};
+        must(ops->image(impl, 0, img_pos, &img), "an image on the GPU");
+    }
     float *gpu_logits = xmalloc(sizeof(float) * (size_t)V * N0);
     double worst_logits = 0;
     for (int call = 0; call < calls; call++) {
         int n = call ? 1 : N0, p0 = call ? N0 + call - 1 : 0;
         f.call = call;
+        f.image = call == 0 && patches ? image : NULL;
         engine_row rows[N0];
         for (int i = 0; i < n; i++)
             rows[i] = (engine_row){.seq = 0, .token = tokens[p0 + i], .pos = p0 + i, .sample = i == n - 1,
@@ -297,6 +321,10 @@ void test_engine(gpu_ctx *c)
         free(ring);
     }
     check(c, worst_logits <= 1e-3, "engine", "head", "logits rel L2 %.2e given the CPU's hidden state", worst_logits);
+    if (patches)
+        printf("engine: the prompt held an image at positions %d..%d (its rows' layer-0 input: the GPU tower's span)\n",
+               img_pos, img_pos + img_span - 1);
+    free(patches);
     ops->seq_close(impl, 0);
     ops->close(impl);
     cpu_seq_free(s);
@@ -569,4 +597,101 @@ void test_engine_draft(gpu_ctx *c)
               same ? "==" : "!=", s0.n_out, s1.rounds, s1.accepted, s1.rounds ? (double)s1.accepted / s1.rounds : 0.0);
     }
     engine_close(e);
+}
+
+/* The vision tower on the GPU against the CPU tower, stage by stage, on fresh random patches (vision.md §3.7:
+ * two bf16 paths that sum in another order differ by about 5e-3 relative L2 at the tiny config; the gate is
+ * VISION_TOL after the blocks, 2e-3 for the patch embedding, one linear): the patch embedding, the final norm,
+ * the aligner's rows, and the span's rows (delimiters bit for bit); the GPU's span the same bits twice. */
+#define VISION_TOL 2e-2
+
+static double rel_l2_bf16_f32(const uint16_t *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double x = bf16_to_f32(a[i]), y = b[i];
+        num += (x - y) * (x - y);
+        den += y * y;
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+void test_vision_tower(gpu_ctx *c)
+{
+    const char *dir = getenv("DSKIT_TEST_MODEL");
+    const char *kit_path = getenv("DSKIT_TEST_KIT");
+    if (!dir || !kit_path) {
+        printf("vision_tower: skipped (DSKIT_TEST_MODEL names no model folder)\n");
+        return;
+    }
+    cpu_model *m;
+    must(cpu_model_load(dir, (size_t)4 << 30, &m), "loading the CPU model");
+    const model_config *cfg = &m->cfg;
+    if (cfg->vision_n_layers <= 0) {
+        printf("vision_tower: skipped (the model in %s has no vision tower: mkmodel --preset tiny-vision)\n", dir);
+        cpu_model_free(m);
+        return;
+    }
+    uint32_t *valid;
+    const engine_backend_ops *ops;
+    gpu_backend *b = open_gpu(dir, kit_path, 1, cfg->vocab_size, &valid, &ops);
+    int D = cfg->vision_dim, K = 3 * cfg->vision_patch_size * cfg->vision_patch_size, r = cfg->vision_downsample_ratio;
+    /* the CPU tower at the release's width is slow: one small grid there */
+    const int grids[][2] = {{1, 1}, {4, 7}, {6, 9}, {5, 12}};
+    int ngrids = D >= 512 ? 1 : 4, first = D >= 512 ? 2 : 0;
+    dsk_rng rg = fresh_rng(0x515);
+    for (int gi = first; gi < first + ngrids; gi++) {
+        int nh = grids[gi][0], nw = grids[gi][1], N = nh * nw, L = vision_cells(nh, r) * vision_cells(nw, r);
+        int64_t span = vision_span_positions(r, nh, nw);
+        uint16_t *patches = xmalloc(sizeof(uint16_t) * (size_t)N * K);
+        fill_bf16(&rg, patches, N, K, 1.0f);
+        float *embed = xmalloc(sizeof(float) * (size_t)N * D), *vit = xmalloc(sizeof(float) * (size_t)N * D);
+        float *feat = xmalloc(sizeof(float) * (size_t)L * cfg->dim);
+        vision_taps ct = {embed, vit};
+        must(vision_tower_run(cfg, &m->vision, VISION_BF16, patches, nh, nw, feat, &ct), "the CPU tower");
+        uint16_t *cpu_rows = xmalloc(sizeof(uint16_t) * (size_t)span * cfg->dim);
+        vision_span_rows(cfg, &m->vision, feat, nh, nw, cpu_rows);
+        uint16_t *g_embed = xmalloc(sizeof(uint16_t) * (size_t)N * D), *g_vit = xmalloc(sizeof(uint16_t) * (size_t)N * D);
+        uint16_t *g_feat = xmalloc(sizeof(uint16_t) * (size_t)L * cfg->dim);
+        uint16_t *rows = xmalloc(sizeof(uint16_t) * (size_t)span * cfg->dim), *rows2 = xmalloc(sizeof(uint16_t) * (size_t)span * cfg->dim);
+        gpu_vision_taps gt = {g_embed, g_vit, g_feat};
+        CUdeviceptr d1, d2;
+        int64_t n1, n2;
+        must(gpu_vision_run(b, patches, nh, nw, &d1, &n1, &gt), "the GPU tower");
+        must(gpu_vision_run(b, patches, nh, nw, &d2, &n2, NULL), "the GPU tower again");
+        dev_download(rows, d1, sizeof(uint16_t) * (size_t)span * cfg->dim);
+        dev_download(rows2, d2, sizeof(uint16_t) * (size_t)span * cfg->dim);
+        dev_free(d1);
+        dev_free(d2);
+        double e_embed = rel_l2_bf16_f32(g_embed, embed, (size_t)N * D), e_vit = rel_l2_bf16_f32(g_vit, vit, (size_t)N * D);
+        double e_feat = rel_l2_bf16_f32(g_feat, feat, (size_t)L * cfg->dim);
+        double e_rows = rel_l2_bf16(rows, cpu_rows, (size_t)span * cfg->dim);
+        size_t delim_diff = 0;
+        for (int64_t i = 0; i < span; i++) {
+            int64_t cell;
+            if (vision_span_slot(vision_cells(nh, r), vision_cells(nw, r), i, &cell) != VISION_IMAGE)
+                delim_diff += memcmp(rows + i * cfg->dim, cpu_rows + i * cfg->dim, sizeof(uint16_t) * cfg->dim) != 0;
+        }
+        int same = n1 == span && n2 == span && !memcmp(rows, rows2, sizeof(uint16_t) * (size_t)span * cfg->dim);
+        char shape[96];
+        snprintf(shape, sizeof shape, "%d x %d patches (%d cells, %lld positions), width %d", nh, nw, L, (long long)span, D);
+        check(c, e_embed <= 2e-3 && e_vit <= VISION_TOL && e_feat <= VISION_TOL && e_rows <= VISION_TOL && !delim_diff && same,
+              "vision_tower", shape,
+              "rel L2 patch embed %.2e, final norm %.2e, aligner %.2e, span %.2e; delimiter rows differing %zu; twice "
+              "the same bits: %s",
+              e_embed, e_vit, e_feat, e_rows, delim_diff, same ? "yes" : "NO");
+        free(patches);
+        free(embed);
+        free(vit);
+        free(feat);
+        free(cpu_rows);
+        free(g_embed);
+        free(g_vit);
+        free(g_feat);
+        free(rows);
+        free(rows2);
+    }
+    ops->close(b);
+    free(valid);
+    cpu_model_free(m);
 }

@@ -192,6 +192,26 @@ static void sweep_config(const model_config *c, const char *name, const need_lis
         }
     }
     sweep_glue(&s, c);
+    /* the vision tower: its linears at every patch count up to r² per position of the budget (the aligner
+     * at every cell count), its glue */
+    if (c->vision_n_layers > 0) {
+        rule_variant v;
+        int r2 = c->vision_downsample_ratio * c->vision_downsample_ratio, D = c->vision_dim;
+        const int vw[] = {D, 3 * D, 2 * c->vision_inter_dim};
+        for (int rows = 1; rows <= r2 * c->vision_max_n_token; rows++)
+            for (int i = 0; i < 3; i++) {
+                rule_vision_mm_pick(rows, vw[i], &v);
+                expect(&s, "vision tower linear", v.family, v.params, rows);
+                if (rows <= c->vision_max_n_token) {
+                    rule_vision_mm_pick(rows, c->dim, &v);
+                    expect(&s, "vision aligner", v.family, v.params, rows);
+                }
+            }
+        for (int op = 0; op < 3; op++) {
+            rule_vision_glue_pick(op, &v);
+            expect(&s, "vision glue", v.family, v.params, op);
+        }
+    }
     /* sparse attention: every layer's list length (window, + top-k at ratio > 0, + a DSpark block) at 1 ..
      * a prompt chunk of rows; the launcher's form (whole, or the three split steps) by the rule */
     for (int L = 0; L < c->n_layers + (c->n_mtp_layers > 0); L++) {
@@ -285,8 +305,8 @@ static void test_real(void **state)
 static void test_layer_presets(void **state)
 {
     (void)state;
-    const char *presets[] = {"layer-a", "layer-b", "layer-c"};
-    for (int i = 0; i < 3; i++) {
+    const char *presets[] = {"layer-a", "layer-b", "layer-c", "tiny-vision"};
+    for (int i = 0; i < 4; i++) {
         char *json;
         model_config c;
         assert_ok(mkmodel_preset_config(presets[i], "mul1", 1, &json));

@@ -6,6 +6,7 @@ import fcntl
 import http.client
 import json
 import os
+import shlex
 import re
 import selectors
 import signal
@@ -61,7 +62,9 @@ class Server:
     def __init__(self, *args, port=None, wait_ready=True, model=None):
         self.model = model or tiny_model()
         self.err = tempfile.TemporaryFile(mode="w+")
-        self.cmd = [DSKIT, "serve", "--model", self.model, "--port", str(port or 0)] + [str(a) for a in args]
+        # DSKIT_SERVE_ARGS: options every server of the tests gets, e.g. "--kit KIT" for the GPU backend
+        extra = shlex.split(os.environ.get("DSKIT_SERVE_ARGS", ""))
+        self.cmd = [DSKIT, "serve", "--model", self.model, "--port", str(port or 0)] + [str(a) for a in args] + extra
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=self.err, text=True,
                                      preexec_fn=_die_with_parent)
         self.port = port
