@@ -4,6 +4,7 @@
 #include "runtime/cli.h"
 #include "runtime/bench/bench_kit_engine.h"
 #include "runtime/common/error.h"
+#include "runtime/common/numerics.h"
 #include "runtime/common/rng.h"
 #include "runtime/common/util.h"
 #include "runtime/driver/kit.h"
@@ -23,6 +24,7 @@
 #include "runtime/launch/engram_rows.h"
 #include "runtime/launch/rows_copy.h"
 #include "runtime/launch/vec_glue.h"
+#include "runtime/launch/vision_attn.h"
 #include "runtime/ref/rope.h"
 #include "manifest/rules/rules.h"
 
@@ -396,19 +398,71 @@ static int bench_sparse_attn(const kit *k, CUstream s, CUdeviceptr big, double r
     return rc;
 }
 
+typedef struct {
+    const kit *k;
+    CUstream s;
+    CUdeviceptr qkv, out;
+    int n;
+} vision_bench;
+
+static int launch_vision_attn(void *p)
+{
+    vision_bench *b = p;
+    return op_vision_attn(b->k, b->s, b->qkv, b->out, b->n, 16, 64);
+}
+
+/* vision_attn at the release tower's shape (16 heads x 64) for images of 39 x 39, 55 x 74 and 69 x 122
+ * patches, on random inputs (constant ones would never move a row's running maximum, which the kernel
+ * exploits). TFLOP/s counts 4·N²·64·16 per launch (Q·Kᵀ and P·V) from the graph time; GB/s the bytes a
+ * launch must move (qkv read once, out written once), against the roofline. */
+static int bench_vision_attn(const kit *k, CUstream s, CUdeviceptr big, double roof)
+{
+    enum { H = 16, HD = 64, D = H * HD, NMAX = 8418 };
+    const size_t nq = (size_t)NMAX * 3 * D;
+    uint16_t *h = malloc(nq * sizeof(uint16_t));
+    if (!h)
+        return dsk_err("bench kit: out of host memory");
+    dsk_rng r;
+    dsk_rng_seed(&r, 13);
+    for (size_t i = 0; i < nq; i++)
+        h[i] = f32_to_bf16(dsk_rng_normal(&r));
+    vision_bench b = {.k = k, .s = s, .qkv = big, .out = big + (256ull << 20)};
+    CUresult cr = cu.cuMemcpyHtoD(b.qkv, h, nq * sizeof(uint16_t));
+    free(h);
+    CU_TRY(cr);
+    CU_TRY(cu.cuCtxSynchronize());
+    const int ns[] = {1521, 4070, NMAX};
+    for (int i = 0; i < 3; i++) {
+        b.n = ns[i];
+        double us = gpu_time_us(s, 3, 7, launch_vision_attn, &b);
+        double gus = gpu_time_graph_us(s, 3, 7, launch_vision_attn, &b);
+        if (us < 0 || gus < 0)
+            return dsk_err_ctx("bench kit: vision_attn N %d", b.n);
+        double tflops = 4.0 * b.n * b.n * HD * H / (gus * 1e-6) / 1e12;
+        double gbs = (double)b.n * 4 * D * 2 / (gus * 1e-6) / 1e9;
+        char shape[64];
+        snprintf(shape, sizeof shape, "N %d x %d x %d: %.1f TFLOP/s", b.n, H, HD, tflops);
+        printf("%-12s %-42s %10.2f %10.2f %10.1f %7.1f%%\n", "vision_attn", shape, us, gus, gbs, 100.0 * gbs / roof);
+    }
+    return 0;
+}
+
 /* `dskit bench kit KIT --only FAMILY`: that family's rows alone (a kit holding it and stream_read will do). */
 static const char *bench_only;
 
 static int families(const kit *k, CUstream s, CUdeviceptr big, double roof)
 {
+    printf("\n%-12s %-42s %10s %10s %10s %8s\n", "family", "shape", "eager us", "graph us", "GB/s", "roof");
     if (bench_only) {
         if (!strcmp(bench_only, "sparse_attn"))
             return bench_sparse_attn(k, s, big, roof);
-        return dsk_err("bench kit: --only %s: a family with its own rows is one of: sparse_attn", bench_only);
+        if (!strcmp(bench_only, "vision_attn"))
+            return bench_vision_attn(k, s, big, roof);
+        return dsk_err("bench kit: --only %s: a family with its own rows is one of: sparse_attn, vision_attn",
+                       bench_only);
     }
     launch_ctx c = {.k = k, .s = s};
     char shape[64];
-    printf("\n%-12s %-42s %10s %10s %10s %8s\n", "family", "shape", "eager us", "graph us", "GB/s", "roof");
     /* buffers carved from the big one: inputs need no particular values for timing, only sizes */
     CUdeviceptr x = big, w = big + (256ull << 20), y = big + (512ull << 20), z = big + (768ull << 20);
     int widths[] = {512, 1280, 5120}, nrows[] = {1, 16, 4096};
@@ -491,10 +545,9 @@ static int families(const kit *k, CUstream s, CUdeviceptr big, double roof)
                 return -1;
         }
 
-    if (mhc_families(k, s, big, roof))
+    if (mhc_families(k, s, big, roof) || bench_kit_engine(k, s, roof) || glue_families(k, s, big, roof))
         return -1;
-    return bench_kit_engine(k, s, roof);
-    return glue_families(k, s, big, roof);
+    return bench_vision_attn(k, s, big, roof);
 }
 
 /* The glue families (vec_glue, rows_copy, compress_pool, engram_rows, engram_gate) at the model's shapes. */

@@ -117,7 +117,7 @@ static void bad_arguments(gpu_ctx *c)
         int64_t ld;
         CUdeviceptr bias, ids;
     } bad[] = {{"512 experts", 512, 6, 512, d, d}, {"top 17", 384, 17, 384, d, d}, {"top 0", 384, 0, 384, d, d},
-               {"ld < E", 384, 6, 380, d, d},     {"no bias", 384, 6, 384, 0, d}, {"misaligned ids", 384, 6, 384, d, d + 4}};
+               {"ld < E", 384, 6, 380, d, d},     {"no bias", 384, 6, 384, 0, d}, {"misaligned ids", 384, 6, 384, d, d + 2}};
     int refused = 0, n = (int)(sizeof bad / sizeof bad[0]);
     for (int i = 0; i < n; i++) {
         int rc = op_moe_route(c->k, c->s, d, bad[i].ld, bad[i].bias, 2, bad[i].E, bad[i].k, 1.5f, bad[i].ids, d, 0);

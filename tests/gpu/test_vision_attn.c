@@ -1,6 +1,6 @@
 /* GPU checks of vision_attn against runtime/ref/vision_attn.h (the CPU tower's attention, bf16 rounding
- * points): the tiny tower (4 heads x 16) at N = 1, 5, 48, 130 and the release tower (16 x 64) at N = 1, 33,
- * 1521, 4070 (on the emulator 300 and 521 in place of the last two), fresh random inputs.
+ * points): the tiny tower (4 heads x 16) at N = 1, 5, 48, 128, 130 and the release tower (16 x 64) at
+ * N = 1, 33, 1521, 4070 (on the emulator 300 and 521 in place of the last two), fresh random inputs.
  * Gates: relative L2 <= 5e-3 against the CPU over every row (N <= 256) or a sample of 96 rows (first and
  * last rows, both sides of the 128-row tiles, the rest at random). The kernel's softmax is online (one
  * pass, tiles of 64 keys): a probability is rounded to bf16 against the running maximum and its tile's
@@ -156,7 +156,7 @@ static void check_refusals(gpu_ctx *c)
 void test_vision_attn(gpu_ctx *c)
 {
     dsk_rng r = fresh_rng(0x71a7);
-    const int tiny[] = {1, 5, 48, 130};
+    const int tiny[] = {1, 5, 48, 128, 130}; /* 128: whole key and query tiles, no tail */
     for (size_t i = 0; i < sizeof tiny / sizeof tiny[0]; i++)
         check_shape(c, &r, "tiny", 4, 16, tiny[i]);
     /* the release's typical images are 39 x 39 and 55 x 74 patches; the emulator runs two smaller N that
