@@ -67,14 +67,6 @@ template <int N> __device__ __forceinline__ void dsk_cp_async_wait()
 {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
-// ldmatrix.x4 (b16, not transposed): lane l gives the shared-memory address of one 16-byte row, rows of
-// matrix j from lanes 8j..8j+7; register j of lane l gets words l % 4 of row l / 4 of matrix j.
-__device__ __forceinline__ void dsk_ldmatrix_x4(u32 r[4], const void *p)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(dsk_smem_addr(p)));
-}
 
 // 2^x on the special-function unit: ex2.approx.ftz (about 2 ulp; subnormal results flush to zero,
 // 2^-inf = +0). exp2f would add a subnormal fix-up around the same instruction.
@@ -94,19 +86,6 @@ __device__ __forceinline__ u32 dsk_smem_addr(const void *p) { return emu_smem_ad
 __device__ __forceinline__ void dsk_cp_async16(u32 saddr, const void *g) { emu_cp_async16(saddr, g); }
 __device__ __forceinline__ void dsk_cp_async_commit() { emu_cp_async_commit(); }
 template <int N> __device__ __forceinline__ void dsk_cp_async_wait() { emu_cp_async_wait(N); }
-// ldmatrix.x4 from warp shuffles: every lane reads its own row, the words are then exchanged.
-__device__ __forceinline__ void dsk_ldmatrix_x4(u32 r[4], const void *p)
-{
-    const uint4 v = *(const uint4 *)p;
-    const int lane = threadIdx.x & 31;
-    for (int j = 0; j < 4; j++) {
-        int src = 8 * j + lane / 4;
-        u32 w0 = __shfl_sync(0xffffffffu, v.x, src), w1 = __shfl_sync(0xffffffffu, v.y, src);
-        u32 w2 = __shfl_sync(0xffffffffu, v.z, src), w3 = __shfl_sync(0xffffffffu, v.w, src);
-        int q = lane & 3;
-        r[j] = q == 0 ? w0 : q == 1 ? w1 : q == 2 ? w2 : w3;
-    }
-}
 __device__ __forceinline__ float dsk_ex2(float x) { return exp2f(x); }
 #endif
 

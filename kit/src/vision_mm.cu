@@ -88,13 +88,13 @@ DSK_KERNEL void __launch_bounds__(NT) DSK_SYMBOL(const u16 *__restrict__ x, cons
 #pragma unroll
             for (int i = 0; i < TM; i++) {
                 int r = wm * (BM / WM) + i * 16 + (lane & 15);
-                dsk_ldmatrix_x4(af[i], ta + vmm_chunk(r, kk * 2 + (lane >> 4)));
+                dsk_ldsm_x4(af[i], ta + vmm_chunk(r, kk * 2 + (lane >> 4)));
             }
 #pragma unroll
             for (int j = 0; j < TN; j += 2) {
                 int r = wn * (BN / WN) + j * 8 + (lane & 7) + ((lane >> 4) << 3);
                 u32 t[4];
-                dsk_ldmatrix_x4(t, tb + vmm_chunk(r, kk * 2 + ((lane >> 3) & 1)));
+                dsk_ldsm_x4(t, tb + vmm_chunk(r, kk * 2 + ((lane >> 3) & 1)));
                 bf[j][0] = t[0];
                 bf[j][1] = t[1];
                 bf[j + 1][0] = t[2];
