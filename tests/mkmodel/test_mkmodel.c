@@ -53,7 +53,9 @@ static int setup(void **state)
         return -1;
     snprintf(dir_a, sizeof dir_a, "%s/a", root);
     snprintf(dir_b, sizeof dir_b, "%s/b", root);
-    seed = ((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20)) % 1000000007u;
+    /* a fresh seed every run; DSKIT_TEST_SEED repeats one (the seed a failure printed) */
+    const char *fixed = getenv("DSKIT_TEST_SEED");
+    seed = fixed ? strtoull(fixed, NULL, 10) : ((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20)) % 1000000007u;
     char s[32];
     snprintf(s, sizeof s, "%" PRIu64, seed);
     printf("mkmodel test: seed %s in %s\n", s, root);
@@ -326,6 +328,7 @@ static void test_activations(void **state)
             fail_msg("stream entering layer %d: RMS %.3f, mean |cos| of neighbours %.3f", c->dspark_target_layer_ids[k],
                      rms, cs);
     }
+    double ents[LAST];
     for (int r = 0; r < LAST; r++) {
         const float *l = logits + r * V;
         double mean = 0, s2 = 0, mx = -INFINITY, z = 0, ent = 0;
@@ -341,9 +344,21 @@ static void test_activations(void **state)
             double p = exp(l[v] - mx) / z;
             ent -= p > 0 ? p * log(p) : 0;
         }
-        if (sd < 2.5 || sd > 4 || ent < 2 || ent > 10)
+        if (sd < 2.5 || sd > 4 || ent > 10)
             fail_msg("logits row %d: std %.3f, entropy %.2f nats", r, sd, ent);
+        ents[r] = ent;
     }
+    /* the entropy of the rows' median: one row of random weights may have a single token far ahead (about one
+     * seed in 15 gives a row under 2 nats); a scale defect lowers them all */
+    for (int i = 1; i < LAST; i++)
+        for (int j = i; j > 0 && ents[j] < ents[j - 1]; j--) {
+            double t = ents[j];
+            ents[j] = ents[j - 1];
+            ents[j - 1] = t;
+        }
+    if ((ents[LAST / 2 - 1] + ents[LAST / 2]) / 2 < 2)
+        fail_msg("logits: the median row's entropy is %.2f nats (rows %.2f .. %.2f)", (ents[LAST / 2 - 1] + ents[LAST / 2]) / 2,
+                 ents[0], ents[LAST - 1]);
     s->len = N;
     int32_t drafts[8];
     assert_ok(cpu_draft_feed(m, s, taps, N));
