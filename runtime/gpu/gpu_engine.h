@@ -184,8 +184,6 @@ typedef struct {
 } gpu_vision_taps;
 int gpu_vision_run(gpu_backend *b, const uint16_t *patches, int nh, int nw, CUdeviceptr *rows_out, int64_t *n_out,
                    gpu_vision_taps *taps);
-/* The device scratch one image's tower takes while it runs (its span's rows besides). */
-size_t gpu_vision_scratch_bytes(const gpu_backend *b, int n_vit_h, int n_vit_w);
 
 /* One round's shape (gpu_round.c builds it with the plan). */
 typedef struct {

@@ -44,16 +44,6 @@ static void layout(const model_config *c, int K0, int64_t N, int64_t L, int64_t 
     t->bytes = at;
 }
 
-size_t gpu_vision_scratch_bytes(const gpu_backend *b, int n_vit_h, int n_vit_w)
-{
-    const model_config *c = b->cfg;
-    int r = c->vision_downsample_ratio;
-    tower_layout t;
-    layout(c, b->w.vision.K0, (int64_t)n_vit_h * n_vit_w, (int64_t)vision_cells(n_vit_h, r) * vision_cells(n_vit_w, r),
-           vision_span_positions(r, n_vit_h, n_vit_w), &t);
-    return t.bytes;
-}
-
 /* The tower's launches into the scratch at base; taps (may be NULL) as in gpu_engine.h. */
 static int tower(gpu_backend *b, CUdeviceptr base, const tower_layout *t, int nh, int nw, gpu_vision_taps *taps)
 {
@@ -102,7 +92,7 @@ int gpu_vision_run(gpu_backend *b, const uint16_t *patches, int nh, int nw, CUde
     tower_layout t;
     layout(c, v->K0, N, L, span, &t);
     size_t span_bytes = (size_t)span * c->dim * 2;
-    /* host side: the padded patches, the RoPE table, the span's gather list, one pinned-free staging */
+    /* host side: the padded patches, the RoPE table, the span's gather list */
     uint16_t *hp = dsk_calloc((size_t)N * v->K0, 2);
     int32_t *idx = dsk_malloc(sizeof(int32_t) * (size_t)span);
     float *cs = NULL, *sn = NULL;

@@ -31,9 +31,8 @@ static void usage(FILE *f)
                "                     [--shard-size BYTES[k|M|G]] [--tokenizer FILE] [--force]\n"
                "Write a synthetic checkpoint with random weights; the same seed gives the same bytes.\n"
                "Presets:\n");
-    const char *names[] = {"tiny", "tiny-vision", "layer-a", "layer-b", "layer-c", "layer-vision"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        fprintf(f, "  %-12s %s\n", names[i], mkmodel_preset_summary(names[i]));
+    for (int i = 0; mkmodel_preset_name(i); i++)
+        fprintf(f, "  %-12s %s\n", mkmodel_preset_name(i), mkmodel_preset_summary(mkmodel_preset_name(i)));
     fprintf(f, "--seed defaults to 0, --codebook to mul1, --shard-size to 4G; --force replaces an existing\n"
                "checkpoint folder. See docs/mkmodel.md.\n");
 }

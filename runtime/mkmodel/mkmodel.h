@@ -19,7 +19,9 @@ extern const int mkmodel_n_added_tokens;
  * the tokens inserted. Same input, same bytes. */
 int mkmodel_tokenizer(const char *src, const char *out_dir, int vocab_size, int64_t max_len, int *n_added);
 
-/* Presets (model.md §7): "tiny", "layer-a", "layer-b", "layer-c". */
+/* Presets (model.md §7, vision.md §5): the i-th preset's name (NULL past the last), and all of them joined
+ * with ", " ("tiny, tiny-vision, layer-a, ..."). */
+const char *mkmodel_preset_name(int i);
 const char *mkmodel_preset_names(void);
 /* One line saying what the preset holds; NULL for an unknown name. */
 const char *mkmodel_preset_summary(const char *name);

@@ -6,6 +6,7 @@
 #include "runtime/mkmodel/mkmodel.h"
 
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,9 +99,18 @@ static const preset *find_preset(const char *name)
     return NULL;
 }
 
+const char *mkmodel_preset_name(int i)
+{
+    return i >= 0 && (size_t)i < sizeof presets / sizeof presets[0] ? presets[i].name : NULL;
+}
+
 const char *mkmodel_preset_names(void)
 {
-    return "tiny, tiny-vision, layer-a, layer-b, layer-c, layer-vision";
+    static char list[256]; /* the table's names, joined once */
+    if (!list[0])
+        for (int i = 0; mkmodel_preset_name(i); i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", mkmodel_preset_name(i));
+    return list;
 }
 
 const char *mkmodel_preset_summary(const char *name)
