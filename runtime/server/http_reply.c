@@ -142,7 +142,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             break;
         }
         unsigned v = srv_req_wait(r, cx->seen, WAIT_SLICE_MS);
-        int rc = 0;
+        int rc = 0, took = 0;
         pthread_mutex_lock(&r->mu);
         if (r->done) {
             rc = oai_stream_finish(&cx->w, r);
@@ -150,8 +150,14 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         } else if (v != cx->seen)
             rc = oai_stream_update(&cx->w, r->text.data ? r->text.data : "", r->text.len, r->tokens, r->lps,
                                    r->n_tokens);
+        if (!rc && r->n_taken != r->n_tokens) {
+            r->n_taken = r->n_tokens;
+            took = 1;
+        }
         cx->seen = v;
         pthread_mutex_unlock(&r->mu);
+        if (took)
+            sched_wake(cx->srv->sched); /* the scheduler may hold this stream until it was read */
         if (rc) {
             fprintf(stderr, "dskit serve: request %s: writing the stream: %s\n", r->id, dsk_err_msg());
             sched_cancel(cx->srv->sched, r);

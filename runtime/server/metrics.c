@@ -152,6 +152,9 @@ int metrics_render(srv_metrics *m, dsk_buf *o)
                  "counter", m->overhead_cpu_s) ||
          counter(o, "dskit_requests_running", "Requests holding a sequence", "gauge", m->running) ||
          counter(o, "dskit_requests_queued", "Requests waiting for a sequence or pool room", "gauge", m->queued) ||
+         counter(o, "dskit_streams_held",
+                 "Streams whose generation waits for their client to read (SCHED_AHEAD tokens unsent)", "gauge",
+                 m->held) ||
          counter(o, "dskit_sequences_open", "Engine sequences open", "gauge", m->seqs_open) ||
          counter(o, "dskit_pool_positions_used", "KV positions reserved by open sequences", "gauge",
                  (double)m->pool_used) ||

@@ -55,7 +55,7 @@ typedef struct {
     uint64_t finished[5];              /* by reason: stop, length, tool_calls, error, cancelled */
     double engine_s, overhead_s;       /* scheduler wall time in engine calls and in its own bookkeeping */
     double overhead_cpu_s;             /* the bookkeeping's CPU time on the scheduler thread */
-    int running, queued, seqs_open;
+    int running, queued, held, seqs_open;
     int64_t pool_used, pool_total;     /* positions; pool_total 0: unbounded */
     metrics_hist hist[HIST_COUNT];
 } srv_metrics;

@@ -45,6 +45,7 @@ typedef struct srv_req {
     engine_prompt images; /* the prompt's image spans (images.n_images, their positions and patches; ids
                              moved to prompt), placed when the request is admitted */
     double t_arrival;
+    int stream;           /* the reply is streamed: its generation is held while the client does not read */
 
     /* shared: mu guards everything below */
     pthread_mutex_t mu;
@@ -60,6 +61,8 @@ typedef struct srv_req {
     int32_t *tokens;      /* every drawn token, EOS included */
     srv_logprob *lps;     /* per token when top_logprobs >= 0 */
     int n_tokens, cap_tokens;
+    int n_taken;          /* a stream: tokens its writer has formatted for the client (it takes more only
+                             once MHD has sent what it had) */
     double t_first, t_done;
     int refs;
 } srv_req;

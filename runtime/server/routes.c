@@ -88,6 +88,7 @@ static enum MHD_Result generate(http_ctx *cx, int kind)
     cx->w.prompt = cx->req->prompt;
     cx->w.n_prompt = cx->req->n_prompt;
     srv_req *r = cx->req;
+    r->stream = p.stream;
     int gone = sched_submit(s->sched, r) == 0 && http_wait(cx, !p.stream);
     pthread_mutex_lock(&r->mu);
     int finished = r->done, fin = r->finish;

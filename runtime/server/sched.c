@@ -53,6 +53,13 @@ void sched_cancel(sched *s, srv_req *r)
         fprintf(stderr, "dskit serve: request %s: the cancel could not be posted: %s\n", r->id, dsk_err_msg());
 }
 
+void sched_wake(sched *s)
+{
+    pthread_mutex_lock(&s->mu);
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
 int sched_busy(sched *s)
 {
     pthread_mutex_lock(&s->mu);
@@ -199,6 +206,7 @@ static void gauges(sched *s)
     metrics_lock(s->m);
     s->m->running = s->n_open;
     s->m->queued = s->n_waiting;
+    s->m->held = s->n_open ? s->n_held : 0;
     s->m->seqs_open = s->n_open;
     s->m->pool_used = s->pool_used;
     s->m->pool_total = s->info->pool;
@@ -221,9 +229,16 @@ static void *sched_main(void *arg)
             break;
         expire(s);
         admit(s);
-        if (s->n_open)
-            sched_round(s);
+        int rows = s->n_open ? sched_round(s) : 0;
         gauges(s);
+        /* every open sequence is a held stream: wait for a writer to take tokens (sched_wake), a task or
+         * a bounded slice, rather than spin */
+        if (s->n_open && !rows) {
+            pthread_mutex_lock(&s->mu);
+            if (!s->stop && !s->head)
+                srv_cond_wait_ms(&s->cv, &s->mu, 100);
+            pthread_mutex_unlock(&s->mu);
+        }
     }
     while (s->n_waiting) {
         srv_req *r = s->waiting[0];

@@ -24,12 +24,19 @@ typedef struct {
 
 typedef struct sched sched;
 
+/* A stream whose client reads nothing is held (gets no rows) while this many of its tokens wait for its
+ * writer: an unread stream costs no compute and its reply buffer stays bounded, until the client reads
+ * again or the idle timeout closes it. */
+enum { SCHED_AHEAD = 64 };
+
 int sched_start(engine *e, const dsk_tokenizer *tok, const sched_opts *o, srv_metrics *m, sched **out);
 /* Hand r to the scheduler (which takes its own reference). Refused, with r failed as 429, when max_queue
  * requests wait already. */
 int sched_submit(sched *s, srv_req *r);
 /* Stop r's generation: its sequence is freed within one round. */
 void sched_cancel(sched *s, srv_req *r);
+/* A stream's writer took tokens: a round may run again for a stream the scheduler held (SCHED_AHEAD). */
+void sched_wake(sched *s);
 /* Requests queued or running. */
 int sched_busy(sched *s);
 /* Stop the thread and join it; requests it still holds end as cancelled. */

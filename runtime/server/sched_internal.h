@@ -27,6 +27,7 @@ typedef struct {
     int n_out;         /* tokens drawn */
     int32_t tok;       /* the last drawn token: the next row's input */
     int decoding, draft, drafted;
+    int held;          /* a stream SCHED_AHEAD tokens ahead of its writer: no rows this round */
     int row0, n_rows;  /* its rows in this round's step (n_rows 0: none) */
     int fin;           /* FIN_* once it ended */
     srv_detok dt;
@@ -60,7 +61,7 @@ struct sched {
     srv_req **waiting;
     int n_waiting;
     slot *slots;
-    int n_slots, n_open;
+    int n_slots, n_open, n_held;
     int64_t pool_used;
     uint64_t admissions;
     engine_row *rows;
@@ -95,7 +96,8 @@ static inline double thread_cpu(void)
 
 
 /* sched_round.c */
-void sched_round(sched *s);
+/* One round; returns its rows (0: nothing could run, every open sequence being a held stream). */
+int sched_round(sched *s);
 /* End the slot's request (fin unless it ended already), publish it, free the sequence. */
 void sched_end_slot(sched *s, slot *sl, int fin);
 

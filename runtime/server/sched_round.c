@@ -219,17 +219,32 @@ static int fill_masks(void *ctx)
     return 0;
 }
 
+/* Whether a decoding stream is SCHED_AHEAD tokens ahead of what its writer took. */
+static int held(const slot *sl)
+{
+    srv_req *r = sl->r;
+    if (!r->stream)
+        return 0;
+    pthread_mutex_lock(&r->mu);
+    int ahead = r->n_tokens - r->n_taken;
+    pthread_mutex_unlock(&r->mu);
+    return ahead >= SCHED_AHEAD;
+}
+
 /* One verify window (or decode row) per decoding sequence; the drafts come from one engine_draft call. */
 static int decode_rows(sched *s, int n)
 {
     int nd = 0;
+    s->n_held = 0;
     for (int i = 0; i < s->n_slots; i++) {
         slot *sl = &s->slots[i];
         sl->n_rows = 0;
         sl->drafted = 0;
         sl->fill = FILL_NONE;
         sl->fill_failed = 0;
-        if (sl->r && sl->decoding && sl->draft && sl->r->gen.max_tokens - sl->n_out > 1) {
+        sl->held = sl->r && sl->decoding && held(sl);
+        s->n_held += sl->held;
+        if (sl->r && sl->decoding && !sl->held && sl->draft && sl->r->gen.max_tokens - sl->n_out > 1) {
             s->dreq[nd] = (engine_draft_req){sl->seq, sl->tok, sl->r->gen.sp};
             s->dslot[nd++] = i;
         }
@@ -246,7 +261,7 @@ static int decode_rows(sched *s, int n)
     }
     for (int i = 0; i < s->n_slots; i++) {
         slot *sl = &s->slots[i];
-        if (!sl->r || !sl->decoding)
+        if (!sl->r || !sl->decoding || sl->held)
             continue;
         int64_t len = engine_seq_len(s->e, sl->seq);
         int k = 1;
@@ -350,14 +365,14 @@ static void accept(sched *s, slot *sl)
         fail_slot(s, sl, "committing its tokens");
 }
 
-void sched_round(sched *s)
+int sched_round(sched *s)
 {
     double t0 = dsk_now(), c0 = thread_cpu();
     s->engine_s = s->engine_cpu = s->grammar_s = 0;
     s->grammar_masks = s->grammar_cut = 0;
     int n = prompt_rows(s, decode_rows(s, 0));
     if (n == 0)
-        return;
+        return 0;
     int rc, fills = 0;
     for (int i = 0; i < s->n_slots; i++)
         fills += s->slots[i].r && s->slots[i].n_rows && s->slots[i].fill != FILL_NONE;
@@ -401,4 +416,5 @@ void sched_round(sched *s)
     s->m->overhead_s += total > s->engine_s ? total - s->engine_s : 0;
     s->m->overhead_cpu_s += cpu > s->engine_cpu ? cpu - s->engine_cpu : 0;
     metrics_unlock(s->m);
+    return n;
 }
