@@ -74,8 +74,123 @@ __device__ __forceinline__ u32 pack_bf16x2(float lo, float hi)
     return (u32)__bfloat16_as_ushort(v.x) | (u32)__bfloat16_as_ushort(v.y) << 16;
 }
 
+// One tile of 64 keys (K and V at sk, sv) for this warp's 32 query rows: S = Q·Kᵀ, the online softmax,
+// O += bf16(P)·V. TAIL: the tile runs past N (keys key0 .. N - 1 are real); a template parameter, so the
+// other tiles have no branch between their mmas and their softmax.
+template <bool TAIL>
+__device__ __forceinline__ void attend_tile(const u32 (&qf)[2][KS][4], float (&o)[2][DT][4], float (&m)[2][2],
+                                            float (&l)[2][2], const u16 *sk, const u16 *sv, int k_lane, int a_lane,
+                                            int key0, int n)
+{
+    const int lane = threadIdx.x & 31, t = lane & 3;
+    const float c = (HD == 16 ? 0.25f : 0.125f) * 1.4426950408889634f;
+    // S = Q·Kᵀ: s[mt][nt] holds rows {g, g + 8} of m-tile mt, keys 8·nt + {2t, 2t + 1}
+    float s[2][8][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+            s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+        for (int np = 0; np < 4; np++) {
+            u32 b[4]; // keys 16·np + 0..7 then + 8..15, dims 16·ks + 0..7 and + 8..15 of each
+            dsk_ldsm_x4(b, sk + tile_at(np * 16, 2 * ks) + k_lane);
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++) {
+                const u32 *a = qf[mt][ks];
+                dsk_mma_16816_bf16(s[mt][2 * np], a[0], a[1], a[2], a[3], b[0], b[1]);
+                dsk_mma_16816_bf16(s[mt][2 * np + 1], a[0], a[1], a[2], a[3], b[2], b[3]);
+            }
+        }
+    if (TAIL) { // keys key0 + ... past N
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    if (key0 + nt * 8 + 2 * t + (i & 1) >= n)
+                        s[mt][nt][i] = NEG_INF;
+    }
+
+    // online softmax: running max, α, O·α, p = 2^(s·c − m·c) in place of s, this thread's partial sums
+    float alpha[2][2], nmc[2][2];
+    int grew = 0;
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            float mx = m[mt][h];
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++)
+                mx = fmaxf(mx, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float mc = mx * c;
+            alpha[mt][h] = dsk_ex2(fmaf(m[mt][h], c, -mc));
+            grew |= alpha[mt][h] != 1.0f;
+            nmc[mt][h] = -mc;
+            m[mt][h] = mx;
+        }
+    // O·α before the exps: no branch then separates them from the P·V mmas, which they overlap
+    if (__any_sync(0xffffffffu, grew)) {
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+            for (int dt = 0; dt < DT; dt++)
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    o[mt][dt][i] *= alpha[mt][i >> 1];
+    }
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                s[mt][nt][i] = dsk_ex2(fmaf(s[mt][nt][i], c, nmc[mt][i >> 1]));
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            float sum = s[mt][0][2 * h] + s[mt][0][2 * h + 1];
+#pragma unroll
+            for (int nt = 1; nt < 8; nt++) {
+                sum += s[mt][nt][2 * h];
+                sum += s[mt][nt][2 * h + 1];
+            }
+            l[mt][h] = fmaf(l[mt][h], alpha[mt][h], sum);
+        }
+
+    // O += bf16(P)·V: the S accumulators of keys 16·kk .. + 15 are the A fragment as they lie
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        u32 pa[2][4];
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++) {
+            pa[mt][0] = pack_bf16x2(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+            pa[mt][1] = pack_bf16x2(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+            pa[mt][2] = pack_bf16x2(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+            pa[mt][3] = pack_bf16x2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        }
+#pragma unroll
+        for (int dp = 0; dp < HD / 16; dp++) {
+            u32 b[4]; // keys 16·kk + 0..7 then + 8..15 of dims 16·dp + 0..7, then the same of + 8..15
+            dsk_ldsm_x4_trans(b, sv + tile_at(kk * 16, 2 * dp) + a_lane);
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++) {
+                dsk_mma_16816_bf16(o[mt][2 * dp], pa[mt][0], pa[mt][1], pa[mt][2], pa[mt][3], b[0], b[1]);
+                dsk_mma_16816_bf16(o[mt][2 * dp + 1], pa[mt][0], pa[mt][1], pa[mt][2], pa[mt][3], b[2], b[3]);
+            }
+        }
+    }
+}
+
 // Two CTAs per SM: 128 threads of at most 255 registers, 2 x 72 KiB of shared memory at HD 64.
-DSK_KERNEL void __launch_bounds__(NT, 2) DSK_SYMBOL(const u16 *__restrict__ qkv, u16 *__restrict__ out, int n, int heads)
+DSK_KERNEL void __launch_bounds__(NT, 2)
+    DSK_SYMBOL(const u16 *__restrict__ qkv, u16 *__restrict__ out, int n, int heads)
 {
     DSK_DYNAMIC_SMEM(smem);
     u16 *sq = (u16 *)smem;   // [BM][RS]
@@ -84,7 +199,6 @@ DSK_KERNEL void __launch_bounds__(NT, 2) DSK_SYMBOL(const u16 *__restrict__ qkv,
     const int q0 = blockIdx.x * BM, head = blockIdx.y;
     const i64 D = (i64)heads * HD, ld = 3 * D, ldp = RP * ld;
     const int tiles = (n + BN - 1) / BN;
-    const float c = (HD == 16 ? 0.25f : 0.125f) * 1.4426950408889634f;
     // this thread's chunk of the copies: row cr (+ RP·k), chunk cc
     const int cr = threadIdx.x / CPR, cc = threadIdx.x % CPR;
     const u16 *qsrc = qkv + (q0 + cr) * ld + head * HD + cc * 8, *kv = qsrc - q0 * ld + D;
@@ -128,106 +242,10 @@ DSK_KERNEL void __launch_bounds__(NT, 2) DSK_SYMBOL(const u16 *__restrict__ qkv,
         dsk_cp_async_commit();
         const u16 *sk = skv + rd * 2 * BN * RS, *sv = sk + BN * RS;
 
-        // S = Q·Kᵀ: s[mt][nt] holds rows {g, g + 8} of m-tile mt, keys 8·nt + {2t, 2t + 1}
-        float s[2][8][4];
-#pragma unroll
-        for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-            for (int nt = 0; nt < 8; nt++)
-                s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
-#pragma unroll
-        for (int ks = 0; ks < KS; ks++)
-#pragma unroll
-            for (int np = 0; np < 4; np++) {
-                u32 b[4]; // keys 16·np + 0..7 then + 8..15, dims 16·ks + 0..7 and + 8..15 of each
-                dsk_ldsm_x4(b, sk + tile_at(np * 16, 2 * ks) + k_lane);
-#pragma unroll
-                for (int mt = 0; mt < 2; mt++) {
-                    dsk_mma_16816_bf16(s[mt][2 * np], qf[mt][ks][0], qf[mt][ks][1], qf[mt][ks][2], qf[mt][ks][3], b[0], b[1]);
-                    dsk_mma_16816_bf16(s[mt][2 * np + 1], qf[mt][ks][0], qf[mt][ks][1], qf[mt][ks][2], qf[mt][ks][3], b[2], b[3]);
-                }
-            }
-        if ((j + 1) * BN > n) { // the last tile runs past N
-#pragma unroll
-            for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-                for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++)
-                        if (j * BN + nt * 8 + 2 * t + (i & 1) >= n)
-                            s[mt][nt][i] = NEG_INF;
-        }
-
-        // online softmax: running max, α, p = 2^(s·c − m·c) in place of s, this thread's partial sums
-        float alpha[2][2], nmc[2][2];
-        int grew = 0;
-#pragma unroll
-        for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                float mx = m[mt][h];
-#pragma unroll
-                for (int nt = 0; nt < 8; nt++)
-                    mx = fmaxf(mx, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                const float mc = mx * c;
-                alpha[mt][h] = dsk_ex2(fmaf(m[mt][h], c, -mc));
-                grew |= alpha[mt][h] != 1.0f;
-                nmc[mt][h] = -mc;
-                m[mt][h] = mx;
-            }
-#pragma unroll
-        for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-            for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-                    s[mt][nt][i] = dsk_ex2(fmaf(s[mt][nt][i], c, nmc[mt][i >> 1]));
-#pragma unroll
-        for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                float sum = s[mt][0][2 * h] + s[mt][0][2 * h + 1];
-#pragma unroll
-                for (int nt = 1; nt < 8; nt++) {
-                    sum += s[mt][nt][2 * h];
-                    sum += s[mt][nt][2 * h + 1];
-                }
-                l[mt][h] = fmaf(l[mt][h], alpha[mt][h], sum);
-            }
-        if (__any_sync(0xffffffffu, grew)) {
-#pragma unroll
-            for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-                for (int dt = 0; dt < DT; dt++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++)
-                        o[mt][dt][i] *= alpha[mt][i >> 1];
-        }
-
-        // O += bf16(P)·V: the S accumulators of keys 16·kk .. + 15 are the A fragment as they lie
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
-            u32 pa[2][4];
-#pragma unroll
-            for (int mt = 0; mt < 2; mt++) {
-                pa[mt][0] = pack_bf16x2(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-                pa[mt][1] = pack_bf16x2(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-                pa[mt][2] = pack_bf16x2(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-                pa[mt][3] = pack_bf16x2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-            }
-#pragma unroll
-            for (int dp = 0; dp < HD / 16; dp++) {
-                u32 b[4]; // keys 16·kk + 0..7 then + 8..15 of dims 16·dp + 0..7, then the same of + 8..15
-                dsk_ldsm_x4_trans(b, sv + tile_at(kk * 16, 2 * dp) + a_lane);
-#pragma unroll
-                for (int mt = 0; mt < 2; mt++) {
-                    dsk_mma_16816_bf16(o[mt][2 * dp], pa[mt][0], pa[mt][1], pa[mt][2], pa[mt][3], b[0], b[1]);
-                    dsk_mma_16816_bf16(o[mt][2 * dp + 1], pa[mt][0], pa[mt][1], pa[mt][2], pa[mt][3], b[2], b[3]);
-                }
-            }
-        }
+        if (j + 1 < tiles || n % BN == 0)
+            attend_tile<false>(qf, o, m, l, sk, sv, k_lane, a_lane, j * BN, n);
+        else
+            attend_tile<true>(qf, o, m, l, sk, sv, k_lane, a_lane, j * BN, n);
     }
 
 #pragma unroll
