@@ -3,6 +3,7 @@
 #include "runtime/common/numerics.h"
 
 #include <math.h>
+#include <string.h>
 
 static inline float rnd(int bf16, float x)
 {
@@ -36,15 +37,32 @@ int ref_vision_rope_table(int head_dim, float theta, int nh, int nw, float **cs,
         return -1;
     for (int i = 0; i < half; i++)
         f[i] = 1.0f / powf(theta, (float)(2 * i) / (float)R);
-    for (int row = 0; row < nh; row++)
+    /* patch (row, col) takes cos/sin(row · f[j]) for j < half and cos/sin(col · f[j - half]) after: each
+     * distinct angle once, in row 0's table (columns) and each row's first patch (rows), then copied: the
+     * same bits as one cosf per entry in nh + nw rather than nh · nw patches' time */
+    for (int col = 0; col < nw; col++)
+        for (int j = half; j < R; j++) {
+            float a = (float)col * f[j - half];
+            (*cs)[(size_t)col * R + j] = cosf(a);
+            (*sn)[(size_t)col * R + j] = sinf(a);
+        }
+    for (int row = 0; row < nh; row++) {
+        float rc[512], rs[512];
+        for (int j = 0; j < half; j++) {
+            float a = (float)row * f[j];
+            rc[j] = cosf(a);
+            rs[j] = sinf(a);
+        }
         for (int col = 0; col < nw; col++) {
             size_t at = ((size_t)row * nw + col) * R;
-            for (int j = 0; j < R; j++) {
-                float a = j < half ? (float)row * f[j] : (float)col * f[j - half];
-                (*cs)[at + j] = cosf(a);
-                (*sn)[at + j] = sinf(a);
+            memcpy(*cs + at, rc, sizeof(float) * (size_t)half);
+            memcpy(*sn + at, rs, sizeof(float) * (size_t)half);
+            if (row > 0) {
+                memcpy(*cs + at + half, *cs + (size_t)col * R + half, sizeof(float) * (size_t)half);
+                memcpy(*sn + at + half, *sn + (size_t)col * R + half, sizeof(float) * (size_t)half);
             }
         }
+    }
     return 0;
 }
 
