@@ -363,18 +363,17 @@ static int compile_all(build_state *b, int njobs)
     return failed;
 }
 
-/* Keep only the variants a model needs (dskit-build --for); a need the spec cannot produce is an error. */
-static int keep_needed(const char *model_dir, build_state *b)
+/* Keep only the variants a model needs on the arch (dskit-build --for): the union over the archs asked; a
+ * need the spec cannot produce is an error. */
+static int keep_arch(const char *model_dir, const char *arch, build_state *b, char *keep)
 {
     need_list needs;
-    if (needs_for_model_dir(model_dir, NULL, &needs))
+    needs_settings ns = {0};
+    if (mf_arch_parse(arch, &ns.sm, NULL))
+        return dsk_err("--for %s: bad arch %s", model_dir, arch);
+    if (needs_for_model_dir(model_dir, &ns, &needs))
         return dsk_err_ctx("--for %s", model_dir);
-    int kept = 0, rc = 0;
-    char *keep = dsk_calloc((size_t)b->nvars + 1, 1);
-    if (!keep) {
-        need_list_free(&needs);
-        return -1;
-    }
+    int rc = 0;
     for (int i = 0; i < needs.n && !rc; i++) {
         int found = 0;
         for (int v = 0; v < b->nvars; v++)
@@ -385,10 +384,22 @@ static int keep_needed(const char *model_dir, build_state *b)
         if (!found) {
             char d[160];
             need_describe(&needs.v[i], d, sizeof d);
-            rc = dsk_err("model %s needs %s (%s), which kit/variants.json does not declare", model_dir, d,
-                         needs.v[i].why);
+            rc = dsk_err("model %s needs %s (%s) on %s, which kit/variants.json does not declare", model_dir, d,
+                         needs.v[i].why, arch);
         }
     }
+    need_list_free(&needs);
+    return rc;
+}
+
+static int keep_needed(const char *model_dir, const build_opts *o, build_state *b)
+{
+    int kept = 0, rc = 0;
+    char *keep = dsk_calloc((size_t)b->nvars + 1, 1);
+    if (!keep)
+        return -1;
+    for (int a = 0; a < o->narchs && !rc; a++)
+        rc = keep_arch(model_dir, o->archs[a], b, keep);
     for (int v = 0; v < b->nvars; v++)
         if (keep[v])
             b->vars[kept++] = b->vars[v];
@@ -396,7 +407,6 @@ static int keep_needed(const char *model_dir, build_state *b)
         fprintf(stderr, "%s needs %d of the spec's %d variants\n", model_dir, kept, b->nvars);
     b->nvars = kept;
     free(keep);
-    need_list_free(&needs);
     return rc;
 }
 
@@ -408,11 +418,13 @@ static int sink_print(void *ctx, const char *def)
 }
 
 /* dskit-build --list-defines: one line per variant, "SYMBOL FAMILY SOURCE -D... -D...", fields separated
- * by one space; SOURCE is the family's file under kit/src. */
+ * by one space; SOURCE is the family's file under kit/src. Families not built for the arch are left out. */
 static int list_defines(const build_state *b, const char *arch)
 {
     for (int i = 0; i < b->nvars; i++) {
         const spec_variant *v = &b->vars[i];
+        if (!spec_family_has_arch(v->fam, arch))
+            continue;
         printf("%s %s %s", v->symbol, v->fam->family, v->fam->source);
         if (variant_defines(v, arch, sink_print, NULL))
             return 2;
@@ -436,7 +448,7 @@ static int build(const build_opts *o, build_state *b)
 
     if (spec_load(spec_path, &b->spec) || spec_expand(&b->spec, &b->vars, &b->nvars))
         return 2;
-    if (o->for_model && keep_needed(o->for_model, b))
+    if (o->for_model && keep_needed(o->for_model, o, b))
         return 2;
     if (o->list_defines)
         return list_defines(b, o->archs[0]);
@@ -456,17 +468,19 @@ static int build(const build_opts *o, build_state *b)
                            b->spec.families[f].source), 2;
 
     work *w = &b->w;
-    w->njobs = b->nvars * o->narchs;
-    w->jobs = dsk_calloc((size_t)w->njobs + 1, sizeof(job));
+    w->jobs = dsk_calloc((size_t)b->nvars * (size_t)o->narchs + 1, sizeof(job));
     if (!w->jobs)
         return 2;
     w->tree = &b->tree;
     w->cache_dir = o->no_cache ? NULL : cache_dir;
     w->tty = isatty(2);
     pthread_mutex_init(&w->mu, NULL);
+    w->njobs = 0;
     for (int a = 0; a < o->narchs; a++)
         for (int i = 0; i < b->nvars; i++) {
-            job *j = &w->jobs[a * b->nvars + i];
+            if (!spec_family_has_arch(b->vars[i].fam, o->archs[a])) /* a family for some archs only */
+                continue;
+            job *j = &w->jobs[w->njobs++];
             j->v = &b->vars[i];
             j->arch = o->archs[a];
             if (make_opts(j, cuda_inc))

@@ -100,6 +100,21 @@ static int parse_family(json_t *f, int index, spec_family *out)
             return dsk_err("family %s: 'target_suffix' must be \"a\" or \"f\"", name);
         out->target_suffix = s[0];
     }
+    json_t *archs = json_object_get(f, "archs");
+    if (archs) {
+        size_t n = json_array_size(archs);
+        if (!json_is_array(archs) || n == 0 || n > sizeof out->archs / sizeof out->archs[0])
+            return dsk_err("family %s: 'archs' must be a list of 1 to %zu archs (\"sm_90\")", name,
+                           sizeof out->archs / sizeof out->archs[0]);
+        for (size_t i = 0; i < n; i++) {
+            json_t *a = json_array_get(archs, i);
+            char suf = 0;
+            int sm;
+            if (!json_is_string(a) || mf_arch_parse(json_string_value(a), &sm, &suf) || suf)
+                return dsk_err("family %s: archs[%zu] is not an arch without suffix (\"sm_90\")", name, i);
+            out->archs[out->narchs++] = sm;
+        }
+    }
     if (!out->family || !out->source || !out->doc || !out->block || !out->smem)
         return -1;
 
@@ -225,6 +240,19 @@ int spec_load(const char *path, variant_spec *out)
     int rc = spec_parse(text, len, path, out);
     free(text);
     return rc;
+}
+
+int spec_family_has_arch(const spec_family *f, const char *arch)
+{
+    int sm;
+    if (f->narchs == 0)
+        return 1;
+    if (mf_arch_parse(arch, &sm, NULL))
+        return 0;
+    for (int i = 0; i < f->narchs; i++)
+        if (f->archs[i] == sm)
+            return 1;
+    return 0;
 }
 
 void spec_free(variant_spec *s)

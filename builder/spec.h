@@ -23,6 +23,8 @@ typedef struct {
     char *smem;     /* expression, dynamic shared memory bytes */
     int pdl;
     char target_suffix; /* 0, 'a' or 'f' */
+    int archs[8];       /* the SM numbers the family is built for (narchs 0: every arch asked) */
+    int narchs;
     char **flags;   /* extra NVRTC options */
     int nflags;
     mf_param defines[MANIFEST_MAX_PARAMS]; /* fixed -D values */
@@ -57,6 +59,9 @@ typedef struct {
 int spec_load(const char *path, variant_spec *out);
 int spec_parse(const char *text, size_t len, const char *name, variant_spec *out);
 void spec_free(variant_spec *s);
+/* Whether f is built for arch ("sm_90", "sm_90a", ...): its 'archs' list names arch's SM number, or it has
+ * none. */
+int spec_family_has_arch(const spec_family *f, const char *arch);
 /* Every variant of every family, in spec order; constraints applied, block/smem evaluated. A spec past
  * the bounds above, an expression that fails (overflow, division by zero, nesting) or two variants
  * with one symbol is an error. */

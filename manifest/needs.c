@@ -232,7 +232,7 @@ int needs_for_model(const model_config *c, const needs_settings *s, need_list *o
         } mm[] = {{patches, D}, {patches, 3 * D}, {patches, 2 * I}, {cells, c->dim}};
         for (size_t i = 0; i < sizeof mm / sizeof mm[0]; i++)
             for (int end = 0; end < 2; end++) {
-                rule_vision_mm_pick(end ? mm[i].rows : 1, mm[i].N, &v);
+                rule_vision_mm_pick(s ? s->sm : 0, end ? mm[i].rows : 1, mm[i].N, &v);
                 rc |= add_variant(out, "vision tower linears", &v);
             }
         for (int op = 0; op < 3; op++) {

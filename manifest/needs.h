@@ -10,6 +10,7 @@
 
 typedef struct {
     int max_rows; /* rows one launch may carry (decode streams x verify window); default 64 */
+    int sm;       /* the kit's SM number (90: Hopper's own forms, e.g. vision_mm_wgmma); 0: the generic forms */
 } needs_settings;
 
 typedef struct {

@@ -60,7 +60,10 @@ static void print_report(const char *path, const verify_report *r, int json, dou
 static int needs_check(const char *model_dir, verify_report *r)
 {
     need_list needs;
-    if (needs_for_model_dir(model_dir, NULL, &needs))
+    needs_settings ns = {0};
+    if (mf_arch_parse(r->m.arch, &ns.sm, NULL))
+        ns.sm = 0;
+    if (needs_for_model_dir(model_dir, &ns, &needs))
         return dsk_err_ctx("--needs %s", model_dir);
     int rc = 0;
     for (int i = 0; i < needs.n && !rc; i++) {

@@ -11,6 +11,7 @@
 // Every output's sum runs over K in the same order whatever M is (row-invariant): an image's rows do not
 // depend on what else is in the launch. Rows past M load zeros and are not stored; K % 32 == 0, N % 8 == 0.
 #include "dsk_mma.cuh"
+#include "vision_mm_epi.cuh"
 
 #if P_T == 0
 #define BM 128
@@ -43,8 +44,6 @@ __device__ __forceinline__ void vmm_load(uint4 *dst, const u16 *src, int rows, i
             *d = make_uint4(0, 0, 0, 0);
     }
 }
-
-__device__ __forceinline__ float vmm_gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f)); }
 
 DSK_KERNEL void __launch_bounds__(NT) DSK_SYMBOL(const u16 *__restrict__ x, const u16 *__restrict__ w,
                                                  const u16 *__restrict__ bias, u16 *y, int M, int K, int N, int mode)
@@ -122,23 +121,7 @@ DSK_KERNEL void __launch_bounds__(NT) DSK_SYMBOL(const u16 *__restrict__ x, cons
                 const int row = m0 + wm * (BM / WM) + i * 16 + g + 8 * h;
                 if (row >= M)
                     continue;
-                float v0 = bf16_bits_to_f32(f32_to_bf16_bits(acc[i][j][2 * h] + b0));
-                float v1 = bf16_bits_to_f32(f32_to_bf16_bits(acc[i][j][2 * h + 1] + b1));
-                if (mode == 3) {
-                    float sg = bf16_bits_to_f32(f32_to_bf16_bits(v0 / (1.0f + expf(-v0))));
-                    y[(i64)row * (N / 2) + col / 2] = f32_to_bf16_bits(sg * v1);
-                    continue;
-                }
-                u32 *out = (u32 *)(y + (i64)row * N + col);
-                if (mode == 1) {
-                    u32 old = *out;
-                    v0 = bf16_bits_to_f32((u16)(old & 0xffffu)) + v0;
-                    v1 = bf16_bits_to_f32((u16)(old >> 16)) + v1;
-                } else if (mode == 2) {
-                    v0 = vmm_gelu(v0);
-                    v1 = vmm_gelu(v1);
-                }
-                *out = (u32)f32_to_bf16_bits(v0) | (u32)f32_to_bf16_bits(v1) << 16;
+                vmm_store(y, row, col, N, mode, acc[i][j][2 * h], acc[i][j][2 * h + 1], b0, b1);
             }
     }
 }

@@ -105,9 +105,12 @@ int rule_sparse_attn_split(int rows, int heads, int max_list);
 /* vision_attn: the variant for the vision tower's head_dim (16 or 64); -1 with a message otherwise. */
 int rule_vision_attn_pick(int head_dim, rule_variant *v);
 
-/* vision_mm: the tile (0: 128 x 128, 1: 64 x 64) of an M x N product of the vision tower, and the variant. */
-int rule_vision_mm_tile(int M, int N);
-void rule_vision_mm_pick(int M, int N, rule_variant *v);
+/* vision_mm: the tile T of an M x N product of the vision tower on a kit for SM number sm, its shape
+ * (BM x BN) and the variant. sm 90 (Hopper): family vision_mm_wgmma (wgmma, sm_90a), T 0 128 x 256, T 1
+ * 64 x 128; other archs: family vision_mm (mma.sync), T 0 128 x 128, T 1 64 x 64. */
+int rule_vision_mm_tile(int sm, int M, int N);
+void rule_vision_mm_shape(int sm, int tile, int *bm, int *bn);
+void rule_vision_mm_pick(int sm, int M, int N, rule_variant *v);
 /* vision_glue: the variant of an operation (0 the vision RMSNorm, 1 2-D RoPE, 2 space-to-depth). */
 void rule_vision_glue_pick(int op, rule_variant *v);
 

@@ -14,6 +14,11 @@
 int op_vision_mm(const kit *k, CUstream s, CUdeviceptr x, CUdeviceptr w, CUdeviceptr b, CUdeviceptr y, int M, int K,
                  int N, int mode);
 
+/* The same with the form of a kit for SM number sm (rule_vision_mm_pick: 90 wgmma, else mma.sync): what
+ * op_vision_mm launches on k's own arch; the GPU test also runs the generic form a full sm_90 kit holds. */
+int op_vision_mm_as(const kit *k, int sm, CUstream s, CUdeviceptr x, CUdeviceptr w, CUdeviceptr b, CUdeviceptr y,
+                    int M, int K, int N, int mode);
+
 /* The SwiGLU weight as op_vision_mm takes it: out row 2j = gate row j, 2j + 1 = up row j (w [2I][K], gate
  * rows 0..I-1 then up rows, the checkpoint's order). */
 void vision_mm_interleave(const uint16_t *w, int I, int K, uint16_t *out);

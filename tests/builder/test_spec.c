@@ -55,6 +55,14 @@ static test_status list(const char *families, char *out, size_t cap)
     return test_run(argv, out, cap, TEST_HANG_S, 1u << 30);
 }
 
+/* dskit-build --list-defines for one arch over a spec. */
+static test_status list_defines(const char *families, const char *arch, char *out, size_t cap)
+{
+    snprintf(builder, sizeof builder, "%s/dskit-build", test_binary_dir());
+    char *argv[] = {builder, "--arch", (char *)arch, "--list-defines", "--src", (char *)spec_dir(families), NULL};
+    return test_run(argv, out, cap, TEST_HANG_S, 1u << 30);
+}
+
 static void expect_refused(const char *families, const char *needle)
 {
     char out[8192];
@@ -231,6 +239,32 @@ static void test_arch_lists(void **state)
 
 /* The kit folder's path reaches git as one argument: a quote in it runs nothing (the shell that used to
  * run git would have run "touch PWNED" in the current folder). */
+/* 'archs': a family built for some archs only (vision_mm_wgmma: sm_90), and what is refused */
+static void test_family_archs(void **state)
+{
+    (void)state;
+    const char *two = "{\"family\": \"g\", \"source\": \"g.cu\", \"block\": 32, \"params\": [\"ptr\"]}, "
+                      "{\"family\": \"h\", \"source\": \"h.cu\", \"block\": 32, \"params\": [\"ptr\"], "
+                      "\"archs\": [\"sm_90\"], \"target_suffix\": \"a\"}";
+    char out[8192];
+    const char *archs[] = {"sm_90", "sm_90a", "sm_100"};
+    for (int i = 0; i < 3; i++) {
+        test_status st = list_defines(two, archs[i], out, sizeof out);
+        assert_true(st.exited);
+        assert_int_equal(st.exit_code, 0);
+        assert_non_null(strstr(out, "g g.cu"));
+        if (i < 2)
+            assert_non_null(strstr(out, "h h.cu"));
+        else
+            assert_null(strstr(out, "h h.cu"));
+    }
+    expect_refused("{\"family\": \"h\", \"source\": \"h.cu\", \"block\": 32, \"params\": [\"ptr\"], \"archs\": []}",
+                   "'archs' must be a list");
+    expect_refused("{\"family\": \"h\", \"source\": \"h.cu\", \"block\": 32, \"params\": [\"ptr\"], "
+                   "\"archs\": [\"sm_90a\"]}",
+                   "archs[0] is not an arch without suffix");
+}
+
 static void test_git_without_shell(void **state)
 {
     (void)state;
@@ -275,6 +309,7 @@ int main(void)
         cmocka_unit_test(test_deep_expressions),  cmocka_unit_test(test_arithmetic_overflow),
         cmocka_unit_test(test_ranges_and_products), cmocka_unit_test(test_names),
         cmocka_unit_test(test_arch_lists),        cmocka_unit_test(test_git_without_shell),
+        cmocka_unit_test(test_family_archs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

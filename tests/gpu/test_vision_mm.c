@@ -15,12 +15,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+static int has_family(const kit *k, const char *family)
+{
+    for (int i = 0; i < kit_nkernels(k); i++)
+        if (!strcmp(kit_kernel_at(k, i)->meta->family, family))
+            return 1;
+    return 0;
+}
+
 typedef struct {
     int M, K, N, mode, bias;
     const char *what;
 } mm_case;
 
-static void run_case(gpu_ctx *c, dsk_rng *r, const mm_case *t)
+/* sm: the form to run (rule_vision_mm_pick: 90 Hopper's vision_mm_wgmma, 0 the generic vision_mm) */
+static void run_case(gpu_ctx *c, dsk_rng *r, const mm_case *t, int sm)
 {
     int M = t->M, K = t->K, N = t->N, mode = t->mode, No = mode == VISION_MM_SWIGLU ? N / 2 : N;
     size_t xs = (size_t)M * K, ws = (size_t)N * K, ys = (size_t)M * No;
@@ -38,7 +47,7 @@ static void run_case(gpu_ctx *c, dsk_rng *r, const mm_case *t)
     CUdeviceptr dy = dev_alloc_guarded(ys * 2), d1 = dev_alloc((size_t)No * 2);
     dev_poison(dy, ys * 2);
     dev_upload_to(dy, y0, ys * 2);
-    must(op_vision_mm(c->k, c->s, dx, dw, db, dy, M, K, N, mode), "vision_mm");
+    must(op_vision_mm_as(c->k, sm, c->s, dx, dw, db, dy, M, K, N, mode), "vision_mm");
     dev_sync(c);
     dev_download(y, dy, ys * 2);
     int guards = dev_guard_intact(dy, ys * 2);
@@ -64,7 +73,7 @@ static void run_case(gpu_ctx *c, dsk_rng *r, const mm_case *t)
         }
         /* the block's first row alone (another tile size when M is large) */
         dev_upload_to(d1, y0 + (size_t)r0 * No, (size_t)No * 2);
-        must(op_vision_mm(c->k, c->s, dx + (CUdeviceptr)r0 * K * 2, dw, db, d1, 1, K, N, mode), "vision_mm alone");
+        must(op_vision_mm_as(c->k, sm, c->s, dx + (CUdeviceptr)r0 * K * 2, dw, db, d1, 1, K, N, mode), "vision_mm alone");
         dev_sync(c);
         dev_download(alone, d1, (size_t)No * 2);
         invariant &= !memcmp(alone, y + (size_t)r0 * No, (size_t)No * 2);
@@ -75,7 +84,7 @@ static void run_case(gpu_ctx *c, dsk_rng *r, const mm_case *t)
     double tol = mode == VISION_MM_GELU || mode == VISION_MM_SWIGLU ? 4e-3 : 2e-3;
     char shape[96];
     snprintf(shape, sizeof shape, "%s: %d x %d -> %d, mode %d%s", t->what, M, K, N, mode, t->bias ? " +b" : "");
-    check(c, e <= tol && invariant && guards, "vision_mm", shape, "rel L2 %.2e (<= %.0e), %.1f%% bit-equal, row alone: %s%s",
+    check(c, e <= tol && invariant && guards, sm == 90 ? "vision_mm_wgmma" : "vision_mm", shape, "rel L2 %.2e (<= %.0e), %.1f%% bit-equal, row alone: %s%s",
           e, tol, 100.0 * same / (double)cnt, invariant ? "equal" : "DIFFERS", guards ? "" : ", WROTE OUTSIDE");
     dev_free(dx);
     dev_free(dw);
@@ -114,12 +123,21 @@ void test_vision_mm(gpu_ctx *c)
         {70, 1024, 136, VISION_MM_BIAS, 1, "release K, few rows"}, {70, 2816, 64, VISION_MM_RESIDUAL, 0, "w2 K"},
         {40, 1024, 144, VISION_MM_SWIGLU, 0, "w1 K"},
     };
-    for (size_t i = 0; i < sizeof tiny / sizeof tiny[0]; i++)
-        run_case(c, &r, &tiny[i]);
-    if (c->small)
-        for (size_t i = 0; i < sizeof small / sizeof small[0]; i++)
-            run_case(c, &r, &small[i]);
-    else
-        for (size_t i = 0; i < sizeof real / sizeof real[0]; i++)
-            run_case(c, &r, &real[i]);
+    /* the kit's own form; on an sm_90 kit also the generic one when the kit holds it (a whole-spec build) */
+    int sm, forms[2], nf = 0;
+    if (mf_arch_parse(kit_manifest(c->k)->arch, &sm, NULL))
+        sm = 0;
+    forms[nf++] = sm;
+    if (sm == 90 && has_family(c->k, "vision_mm"))
+        forms[nf++] = 0;
+    for (int f = 0; f < nf; f++) {
+        for (size_t i = 0; i < sizeof tiny / sizeof tiny[0]; i++)
+            run_case(c, &r, &tiny[i], forms[f]);
+        if (c->small)
+            for (size_t i = 0; i < sizeof small / sizeof small[0]; i++)
+                run_case(c, &r, &small[i], forms[f]);
+        else
+            for (size_t i = 0; i < sizeof real / sizeof real[0]; i++)
+                run_case(c, &r, &real[i], forms[f]);
+    }
 }

@@ -101,7 +101,7 @@ static void sweep_glue(sweep *s, const model_config *c)
 }
 
 /* Every launch site of the config's layers, one shape at a time. */
-static void sweep_config(const model_config *c, const char *name, const need_list *l)
+static void sweep_config(const model_config *c, const char *name, const need_list *l, int sm)
 {
     sweep s = {l, name, 0, ""};
     char p[32];
@@ -200,10 +200,10 @@ static void sweep_config(const model_config *c, const char *name, const need_lis
         const int vw[] = {D, 3 * D, 2 * c->vision_inter_dim};
         for (int rows = 1; rows <= r2 * c->vision_max_n_token; rows++)
             for (int i = 0; i < 3; i++) {
-                rule_vision_mm_pick(rows, vw[i], &v);
+                rule_vision_mm_pick(sm, rows, vw[i], &v);
                 expect(&s, "vision tower linear", v.family, v.params, rows);
                 if (rows <= c->vision_max_n_token) {
-                    rule_vision_mm_pick(rows, c->dim, &v);
+                    rule_vision_mm_pick(sm, rows, c->dim, &v);
                     expect(&s, "vision aligner", v.family, v.params, rows);
                 }
             }
@@ -274,7 +274,12 @@ static void check_config(const char *name, const model_config *c)
 {
     need_list l;
     assert_ok(needs_for_model(c, NULL, &l));
-    sweep_config(c, name, &l);
+    sweep_config(c, name, &l, 0);
+    need_list_free(&l);
+    /* a kit for sm_90 (Hopper's own forms: vision_mm_wgmma) */
+    needs_settings ns = {.sm = 90};
+    assert_ok(needs_for_model(c, &ns, &l));
+    sweep_config(c, name, &l, 90);
     need_list_free(&l);
     sweep_exl3(c, name, 2);
 }
