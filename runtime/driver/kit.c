@@ -69,6 +69,12 @@ const manifest *kit_manifest(const kit *k)
     return &k->report.m;
 }
 
+int kit_sm(const kit *k)
+{
+    int sm;
+    return mf_arch_parse(kit_manifest(k)->arch, &sm, NULL) ? 0 : sm;
+}
+
 const char *kit_root(const kit *k)
 {
     return k->report.root;

@@ -28,6 +28,8 @@ typedef struct kit kit;
 int kit_open(const char *path, const char *expect_root, kit **out);
 /* The manifest of an opened kit. */
 const manifest *kit_manifest(const kit *k);
+/* The SM number of the kit's arch (90 for sm_90 and sm_90a), what rules and needs take; 0 if unparsable. */
+int kit_sm(const kit *k);
 const char *kit_root(const kit *k);
 /* Check the kit's arch against the current context's GPU, load every module and resolve every kernel,
  * raising the dynamic shared memory limit where a kernel needs more than 48 KiB. */

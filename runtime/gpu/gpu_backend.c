@@ -330,9 +330,7 @@ static void gpu_close(void *impl)
 static int check_needs(gpu_backend *b, const char *model_dir)
 {
     need_list needs;
-    needs_settings ns = {.max_rows = b->max_rows > 64 ? 64 : b->max_rows};
-    if (mf_arch_parse(kit_manifest(b->k)->arch, &ns.sm, NULL))
-        ns.sm = 0;
+    needs_settings ns = {.max_rows = b->max_rows > 64 ? 64 : b->max_rows, .sm = kit_sm(b->k)};
     if (needs_for_model_dir(model_dir, &ns, &needs))
         return -1;
     char missing[2048] = "";

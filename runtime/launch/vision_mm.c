@@ -7,10 +7,7 @@
 int op_vision_mm(const kit *k, CUstream s, CUdeviceptr x, CUdeviceptr w, CUdeviceptr b, CUdeviceptr y, int M, int K,
                  int N, int mode)
 {
-    int sm;
-    if (mf_arch_parse(kit_manifest(k)->arch, &sm, NULL))
-        sm = 0;
-    return op_vision_mm_as(k, sm, s, x, w, b, y, M, K, N, mode);
+    return op_vision_mm_as(k, kit_sm(k), s, x, w, b, y, M, K, N, mode);
 }
 
 int op_vision_mm_as(const kit *k, int sm, CUstream s, CUdeviceptr x, CUdeviceptr w, CUdeviceptr b, CUdeviceptr y,

@@ -124,9 +124,7 @@ void test_vision_mm(gpu_ctx *c)
         {40, 1024, 144, VISION_MM_SWIGLU, 0, "w1 K"},
     };
     /* the kit's own form; on an sm_90 kit also the generic one when the kit holds it (a whole-spec build) */
-    int sm, forms[2], nf = 0;
-    if (mf_arch_parse(kit_manifest(c->k)->arch, &sm, NULL))
-        sm = 0;
+    int sm = kit_sm(c->k), forms[2], nf = 0;
     forms[nf++] = sm;
     if (sm == 90 && has_family(c->k, "vision_mm"))
         forms[nf++] = 0;
