@@ -30,6 +30,7 @@ static const char usage_text[] =
     "  --engram WHERE      Engram rows from host (the checkpoint, default), device (gpu: tables in GPU memory)\n"
     "                      or nvme:DIR (dskit engram pack)\n"
     "  --tp N              tensor-parallel ranks on this host (default 1; dskit starts the others itself)\n"
+    "  --devices D0,D1     gpu, --tp N: rank r's GPU (default: rank r on GPU r; 0,0 runs both on GPU 0)\n"
     "  --rank R --peer HOST:PORT\n"
     "                      across hosts (--tp 2): rank 0 listens on HOST:PORT, rank 1 (started there with the same\n"
     "                      --model and options, no prompt) connects and follows until rank 0 ends\n"
@@ -41,7 +42,7 @@ static const char usage_text[] =
 enum { MAX_IMAGES = 16 };
 
 typedef struct {
-    const char *backend, *model_dir, *prompt, *prompt_ids, *dump, *engram, *peer, *kit;
+    const char *backend, *model_dir, *prompt, *prompt_ids, *dump, *engram, *peer, *kit, *devices;
     long device, max_tokens, threads, cache_mb, tp, rank, rank_timeout;
     double temperature;
     uint64_t seed;
@@ -80,6 +81,8 @@ static int parse(int argc, char **argv, run_opts *o)
             o->engram = v;
         else if (!strcmp(a, "--peer"))
             o->peer = v;
+        else if (!strcmp(a, "--devices"))
+            o->devices = v;
         else if (!strcmp(a, "--image")) {
             if (o->n_images == MAX_IMAGES)
                 return dsk_err("--image: at most %d images", MAX_IMAGES);
@@ -123,8 +126,8 @@ static int parse(int argc, char **argv, run_opts *o)
         return dsk_err("--backend cpu or --backend gpu is required");
     if (!strcmp(o->backend, "gpu") && !o->kit)
         return dsk_err("--backend gpu needs --kit KIT (dskit-build --arch sm_90 --out kits)");
-    if (!strcmp(o->backend, "gpu") && o->tp > 1)
-        return dsk_err("--backend gpu runs one rank in this build (--tp 1)");
+    if (o->devices && (strcmp(o->backend, "gpu") || o->tp < 2))
+        return dsk_err("--devices goes with --backend gpu and --tp N (one GPU per rank; --device N for one rank)");
     if (!o->model_dir)
         return dsk_err("--model DIR is required");
     if ((o->rank > 0 || o->peer) && (!o->peer || o->tp < 2))
@@ -227,7 +230,7 @@ int cmd_run(int argc, char **argv)
         goto done;
     }
     engine_opts eo = {.backend = o.backend, .model_dir = o.model_dir, .tokenizer = tok, .max_seqs = 1, .engram = o.engram,
-                      .kit = o.kit, .device = (int)o.device,
+                      .kit = o.kit, .device = (int)o.device, .devices = o.devices,
                       .tp = (int)o.tp, .peer = o.peer, .rank = (int)o.rank,
                       .rank_timeout_ms = (int)o.rank_timeout * 1000,
                       .threads = (int)o.threads, .cache_bytes = (size_t)o.cache_mb << 20};

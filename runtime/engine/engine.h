@@ -24,6 +24,7 @@ typedef struct {
     const char *model_dir;   /* config.json + safetensors (+ tokenizer.json) */
     const char *kit;         /* gpu: the kit archive */
     int device;              /* gpu: the CUDA device (default 0) */
+    const char *devices;     /* gpu, tp > 1: "D0,D1": rank r's device (default: rank r on device r) */
     /* the ids the tokenizer has (others are never drawn); NULL: read model_dir/tokenizer.json when there
      * is one, else every id of the vocabulary */
     const struct dsk_tokenizer *tokenizer;

@@ -50,7 +50,7 @@ static size_t misc_need(const gpu_backend *b)
     } while (0)
     for (int rows = 1; rows <= R; rows++)
         for (int sel = 0; sel < 2; sel++) {
-            sparse_attn_args sa = {.rows = rows, .heads = c->n_heads, .head_dim = c->head_dim,
+            sparse_attn_args sa = {.rows = rows, .heads = b->w.split.h1 - b->w.split.h0, .head_dim = c->head_dim,
                                    .max_list = c->window_size + (sel ? c->index_topk : 0)};
             MOST(op_sparse_attn_ws_bytes(&sa));
         }
@@ -125,6 +125,7 @@ static void layout(gpu_backend *b, arena *a)
     b->topk_val = take(a, sizeof(float) * 64 * K);
     b->cand = take(a, sizeof(uint32_t) * R * ((nb + 31) / 32 + 1));
     b->logits = take(a, sizeof(float) * R * V);
+    b->logits_part = take(a, b->xchg->tp > 1 ? sizeof(float) * R * V / (size_t)b->xchg->tp : 16);
     b->head_in = take(a, sizeof(uint16_t) * R * hc * d);
     b->tokens_out = take(a, sizeof(int32_t) * R);
     b->logprob_out = take(a, sizeof(float) * R);
@@ -288,6 +289,7 @@ static void gpu_free_all(gpu_backend *b)
     }
     if (b->io_host)
         cu.cuMemFreeHost(b->io_host);
+    gpu_xchg_free(b);
     if (b->ws.ptr)
         exl3_workspace_free(&b->ws);
     if (b->arena)
@@ -483,6 +485,30 @@ static void gpu_engram_counters(void *impl, engine_engram_stats *out)
 static const engine_backend_ops gpu_ops = {gpu_close,  gpu_seq_open, gpu_seq_close, gpu_step,
                                            gpu_commit, gpu_draft,    gpu_image,     gpu_engram_counters};
 
+/* This rank's GPU: rank r of "--devices D0,D1,..." (one per rank), else device r with tp > 1 (one GPU per
+ * rank), else --device. */
+static int pick_device(const engine_opts *o, const rank_xchg *x, int *dev)
+{
+    *dev = x->tp > 1 ? x->rank : o->device > 0 ? o->device : 0;
+    if (!o->devices)
+        return 0;
+    const char *s = o->devices;
+    for (int r = 0;; r++) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 0 || v > 63 || (*end && *end != ','))
+            return dsk_err("--devices '%s': a list of GPU numbers, one per rank (0,1)", o->devices);
+        if (r == x->rank)
+            *dev = (int)v;
+        if (!*end) {
+            if (r + 1 != x->tp)
+                return dsk_err("--devices '%s' names %d GPUs for %d ranks", o->devices, r + 1, x->tp);
+            return 0;
+        }
+        s = end + 1;
+    }
+}
+
 int gpu_backend_open(const engine_backend_args *a, void **impl, const engine_backend_ops **ops)
 {
     const engine_opts *o = a->opts;
@@ -493,7 +519,8 @@ int gpu_backend_open(const engine_backend_args *a, void **impl, const engine_bac
         return -1;
     model_config cfg;
     double t0 = dsk_now();
-    if (model_config_load(o->model_dir, &cfg) || dsk_gpu_open(o->device > 0 ? o->device : 0, &b->g)) {
+    int dev = 0;
+    if (model_config_load(o->model_dir, &cfg) || pick_device(o, a->xchg, &dev) || dsk_gpu_open(dev, &b->g)) {
         free(b);
         return -1;
     }
@@ -525,7 +552,8 @@ int gpu_backend_open(const engine_backend_args *a, void **impl, const engine_bac
         gpu_free_all(b);
         return -1;
     }
-    gpu_weights_opts wo = {.engram_on_device = !strcmp(placement, "device"), .progress = 1};
+    gpu_weights_opts wo = {.engram_on_device = !strcmp(placement, "device"), .progress = b->xchg->rank == 0,
+                           .tp = b->xchg->tp, .rank = b->xchg->rank};
     if (gpu_weights_load(&cfg, b->st, &wo, &b->w)) {
         gpu_free_all(b);
         return -1;
@@ -568,9 +596,10 @@ int gpu_backend_open(const engine_backend_args *a, void **impl, const engine_bac
         b->io_bytes = at;
     }
     const char *graphs = getenv("DSKIT_GPU_GRAPHS");
-    b->use_graphs = !(graphs && !strcmp(graphs, "0"));
+    /* tp > 1: the exchanges go through the host (gpu_xchg.c), so rounds run eagerly */
+    b->use_graphs = !(graphs && !strcmp(graphs, "0")) && b->xchg->tp == 1;
     if (exl3_workspace_alloc(&b->ws, &b->g, ws) || cu.cuMemAllocHost(&b->plan_host, b->plan.bytes) != CUDA_SUCCESS ||
-        cu.cuMemAllocHost(&b->io_host, b->io_bytes) != CUDA_SUCCESS) {
+        cu.cuMemAllocHost(&b->io_host, b->io_bytes) != CUDA_SUCCESS || gpu_xchg_init(b)) {
         gpu_free_all(b);
         return -1;
     }
@@ -609,8 +638,11 @@ int gpu_backend_open(const engine_backend_args *a, void **impl, const engine_bac
         gpu_free_all(b);
         return -1;
     }
-    snprintf(b->device, sizeof b->device, "%s (cc %d.%d, %d SMs), kit %s", b->g.name, b->g.cc_major, b->g.cc_minor,
-             b->g.sms, kit_root(b->k));
+    char rank[48] = "";
+    if (b->xchg->tp > 1)
+        snprintf(rank, sizeof rank, ", rank %d of %d", b->xchg->rank, b->xchg->tp);
+    snprintf(b->device, sizeof b->device, "%s %d (cc %d.%d, %d SMs)%s, kit %s", b->g.name, dev, b->g.cc_major,
+             b->g.cc_minor, b->g.sms, rank, kit_root(b->k));
     fprintf(stderr,
             "gpu: %s; weights %.2f GiB, state and scratch %.2f GiB (%d sequences, %lld positions in the pool), "
             "ready in %.1f s\n",

@@ -115,7 +115,7 @@ int gpu_draft_run(gpu_backend *b, const engine_draft_req *req, int n, int32_t *d
     /* the head with mtp_norm; u (the un-normed hc_pre) for the confidence */
     CUdeviceptr u = b->head_in;
     TRY(op_mhc_pre(b->k, b->s, b->X, L.pi, L.pi_stride, b->w.mtp_norm, c->norm_eps, b->xn, u, R, hc, d));
-    TRY(op_exl3_matmul(b->k, b->s, &b->w.head, b->xn, d, R, b->logits, V, EXL3_OUT_F32, &b->ws));
+    TRY(gpu_head_logits(b, b->xn, R));
     /* draft by draft: the previous token's Markov row, the bias, the confidence and the add, the draw */
     size_t sws = op_sample_ws_bytes(n, V, trunc);
     if (sws > b->ws_misc_bytes)

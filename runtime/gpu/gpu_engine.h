@@ -98,6 +98,9 @@ struct gpu_backend {
     /* a round's scratch, sized for max_rows */
     CUdeviceptr X, X2, coef, coef2, pi0;     /* streams, coefficients, one-hot π */
     CUdeviceptr xn, qkv, q, qi, kv, o, z, y32, y16, wix, score, lat, lat2, a32, s32, ik, bs, cand;
+    CUdeviceptr logits_part;       /* tp > 1: the head's logits of this rank's vocabulary rows [R][V/tp] */
+    void *xs_host;                 /* tp > 1: the exchanges' pinned memory (gpu_xchg.c) */
+    size_t xs_bytes, xs_all_bytes;
     CUdeviceptr logits, head_in, tokens_out, logprob_out, top_ids_out, top_lp_out, sample_params;
     CUdeviceptr moe_ids, moe_w, gate_logits, eg_rows, eg_kv, taps;
     CUdeviceptr sel[64];           /* per index source layer: i32 [R][sel_ld] its top-k (Reuse layers read it) */
@@ -205,6 +208,18 @@ typedef struct {
     CUdeviceptr cand; /* the candidate source's bitmap rows (valid after layer candidate_source) */
     int cand_ldw;
 } layer_ctx;
+
+/* Exchanges between ranks (gpu_xchg.c; tp = 1: nothing to do). sum: buf (fp32 [n], this rank's partial)
+ * becomes Σ over ranks of their partials in rank order; gather_cols: every rank's part [rows][cols]
+ * into full [rows][tp·cols] (rank r's at columns r·cols), part and full apart. Both return with the
+ * stream synchronised. */
+int gpu_xchg_init(gpu_backend *b);
+void gpu_xchg_free(gpu_backend *b);
+int gpu_xchg_sum(gpu_backend *b, CUdeviceptr buf, int64_t n);
+int gpu_xchg_gather_cols(gpu_backend *b, CUdeviceptr part, CUdeviceptr full, int rows, int cols);
+/* The head's logits (fp32 [R][V]) of R rows of normed input x (bf16 [R][d]): this rank's vocabulary rows,
+ * gathered from every rank when tp > 1 (gpu_round.c). */
+int gpu_head_logits(gpu_backend *b, CUdeviceptr x, int R);
 
 /* One layer's launches (a backbone layer or a DSpark stage), in the CPU forward's order. */
 int gpu_layer(layer_ctx *L, int l);

@@ -338,7 +338,8 @@ static int attention(layer_ctx *L, int l, const gpu_block *g)
     gpu_backend *b = L->b;
     const model_config *c = b->cfg;
     const layer_role *r = &c->roles[l];
-    int R = L->sh->R, hd = c->head_dim, H = c->n_heads, ql = c->q_lora_rank, ratio = r->ratio;
+    const gpu_split *sp = &b->w.split;
+    int R = L->sh->R, hd = c->head_dim, H = sp->h1 - sp->h0, ql = c->q_lora_rank, ratio = r->ratio; /* its heads */
     int kind = ratio > 0; /* RoPE: ratio 0 without YaRN, ratio > 0 with */
     /* q_lat | kv | (ratio-1 compressor): one grouped projection of the normed input */
     const exl3_dev_linear *ls[3] = {&g->wq_a, &g->wkv, &g->c_wkv};
@@ -372,16 +373,18 @@ static int attention(layer_ctx *L, int l, const gpu_block *g)
                            .rope_dim = c->rope_head_dim,
                            .max_list = c->window_size + (stage ? c->dspark_block_size : ratio > 0 ? c->index_topk : 0)};
     TRY(op_sparse_attn(b->k, b->s, &sa));
-    /* grouped wo_a: group gi on its heads' outputs; then wo_b */
-    int G = c->o_groups, ol = c->o_lora_rank, gin = H * hd / G;
+    /* grouped wo_a: group gi (of the rank's) on its heads' outputs; then wo_b over the rank's groups: with
+     * tp > 1 an fp32 partial, summed over the ranks in rank order, then bf16 */
+    int G = sp->g1 - sp->g0, ol = c->o_lora_rank, gin = H * hd / G;
     for (int gi = 0; gi < G; gi++)
         TRY(op_exl3_matmul(b->k, b->s, &g->wo_a[gi], b->o + (CUdeviceptr)gi * gin * 2, H * hd, R,
                            b->z + (CUdeviceptr)gi * ol * 2, G * ol, EXL3_OUT_BF16, &b->ws));
     if (b->xchg->tp > 1) {
         TRY(op_exl3_matmul(b->k, b->s, &g->wo_b, b->z, G * ol, R, b->y32, c->dim, EXL3_OUT_F32, &b->ws));
-        return dsk_err("GPU ranks: the exchange transports are not in this build");
-    }
-    TRY(op_exl3_matmul(b->k, b->s, &g->wo_b, b->z, G * ol, R, b->y16, c->dim, EXL3_OUT_BF16, &b->ws));
+        TRY(gpu_xchg_sum(b, b->y32, (int64_t)R * c->dim));
+        TRY(op_cast_bf16(b->k, b->s, b->y32, b->y16, (int64_t)R * c->dim));
+    } else
+        TRY(op_exl3_matmul(b->k, b->s, &g->wo_b, b->z, G * ol, R, b->y16, c->dim, EXL3_OUT_BF16, &b->ws));
     /* the round's window keys enter the ring last (earlier rows of the round read them from b->kv) */
     if (stage)
         return 0;
@@ -406,8 +409,10 @@ static int moe(layer_ctx *L, const gpu_block *g, int l)
         CU_TRY(cu.cuStreamSynchronize(b->s));
         b->hook(b->hook_ctx, l, GPU_HOOK_ROUTE, b->moe_ids, b->gate_logits, E, R);
     }
-    TRY(op_exl3_moe(b->k, b->s, &g->experts, b->xn, d, R, b->moe_ids, b->moe_w, Kx, 0, b->y32, d, 0, &b->ws,
+    /* the rank's experts (ascending id), the ranks' partials summed in rank order, then the shared expert */
+    TRY(op_exl3_moe(b->k, b->s, &g->experts, b->xn, d, R, b->moe_ids, b->moe_w, Kx, g->e0, b->y32, d, 0, &b->ws,
                     EXL3_AUTO));
+    TRY(gpu_xchg_sum(b, b->y32, (int64_t)R * d));
     TRY(op_exl3_moe(b->k, b->s, &g->shared, b->xn, d, R, 0, 0, 1, 0, b->y32, d, 1, &b->ws, EXL3_AUTO));
     return op_cast_bf16(b->k, b->s, b->y32, b->y16, (int64_t)R * d);
 }
@@ -510,7 +515,7 @@ static void copy_masks(gpu_backend *b, const round_shape *sh, const engine_row *
 static int head(gpu_backend *b, const round_shape *sh)
 {
     const model_config *c = b->cfg;
-    int S = sh->S, hc = c->hc_mult, d = c->dim, ncoef = 2 * hc + hc * hc, V = c->vocab_size;
+    int S = sh->S, hc = c->hc_mult, d = c->dim, ncoef = 2 * hc + hc * hc;
     if (S == 0)
         return 0;
     /* gather the sampling rows' streams and π (coef2 rows) */
@@ -519,8 +524,19 @@ static int head(gpu_backend *b, const round_shape *sh)
     TRY(op_rows_copy(b->k, b->s, b->coef2, (int64_t)ncoef * 4, DEV(b, sample_src), b->coef, (int64_t)ncoef * 4, 0, S,
                      ncoef * 4));
     TRY(op_mhc_pre(b->k, b->s, b->head_in, b->coef, ncoef, b->w.norm, c->norm_eps, b->xn, 0, S, hc, d));
-    TRY(op_exl3_matmul(b->k, b->s, &b->w.head, b->xn, d, S, b->logits, V, EXL3_OUT_F32, &b->ws));
-    return 0;
+    return gpu_head_logits(b, b->xn, S);
+}
+
+int gpu_head_logits(gpu_backend *b, CUdeviceptr x, int R)
+{
+    const model_config *c = b->cfg;
+    int V = c->vocab_size, d = c->dim;
+    if (b->xchg->tp == 1)
+        return op_exl3_matmul(b->k, b->s, &b->w.head, x, d, R, b->logits, V, EXL3_OUT_F32, &b->ws);
+    /* the rank's vocabulary rows, then every rank's side by side (a column split changes no sum) */
+    int vl = b->w.split.v1 - b->w.split.v0;
+    TRY(op_exl3_matmul(b->k, b->s, &b->w.head, x, d, R, b->logits_part, vl, EXL3_OUT_F32, &b->ws));
+    return gpu_xchg_gather_cols(b, b->logits_part, b->logits, R, vl);
 }
 
 /* The draw over the head's logits, on the device (the masks and parameters go up first); the results into

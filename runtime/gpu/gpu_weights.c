@@ -105,27 +105,46 @@ static int up_raw(binder *b, const char *name, st_dtype dt, CUdeviceptr *out)
     return b->dry || *out ? 0 : dsk_err_ctx("tensor %s", name);
 }
 
-/* An EXL3 linear: trellis, suh, svh, bias (widened to fp32) and, with_desc, its descriptor (experts
- * need none: their table holds them). Only output columns [c0, c1) (multiples of 128: the output Hadamard
- * works per 128 columns) become the linear, their trellis tiles gathered contiguous; shared_suh, when
- * given, is an suh already on the device (the groups of wo_a share one). */
-static int up_linear_cols(binder *b, const exl3_linear *q, int64_t c0, int64_t c1, const CUdeviceptr *shared_suh,
-                          int with_desc, exl3_dev_linear *L)
+/* Bytes [off, off + bytes) of a tensor (a rank's part of a per-head vector). */
+static int up_raw_part(binder *b, const char *name, st_dtype dt, size_t off, size_t bytes, CUdeviceptr *out)
 {
-    int64_t k = q->k, n = c1 - c0, ktiles = k / 16, ntiles = q->n / 16, tw = 16 * (int64_t)q->K;
-    size_t tbytes = (size_t)(ktiles * (n / 16) * tw) * 2;
-    const uint16_t *src = q->trellis;
+    const st_tensor *t = tensor(b, name, dt, dt);
+    if (!t)
+        return -1;
+    if (off + bytes > t->nbytes)
+        return dsk_err("tensor %s holds %zu bytes, its part [%zu, %zu) is past them", name, t->nbytes, off, off + bytes);
+    *out = put(b, (const char *)t->data + off, bytes);
+    return b->dry || *out ? 0 : dsk_err_ctx("tensor %s", name);
+}
+
+/* An EXL3 linear: trellis, suh, svh, bias (widened to fp32) and, with_desc, its descriptor (experts
+ * need none: their table holds them). Only input rows [k0, k1) and output columns [c0, c1) (multiples of
+ * 128: the Hadamard transforms work per 128 inputs and per 128 outputs) become the linear, their trellis
+ * tiles gathered contiguous; shared_suh, when given, is an suh already on the device (the groups of wo_a
+ * share one). A rank's part of a row split (wo_b's inputs) is a partial sum of every output: it takes no
+ * bias (the sum would count it once per rank). */
+static int up_linear_part(binder *b, const exl3_linear *q, int64_t k0, int64_t k1, int64_t c0, int64_t c1,
+                          const CUdeviceptr *shared_suh, int with_desc, exl3_dev_linear *L)
+{
+    int64_t k = k1 - k0, n = c1 - c0, ntiles = q->n / 16, tw = 16 * (int64_t)q->K;
+    if (k0 % 128 || k1 % 128 || c0 % 128 || c1 % 128 || k <= 0 || n <= 0 || k1 > q->k || c1 > q->n)
+        return dsk_err("the part [%lld, %lld) x [%lld, %lld) of a %lld x %lld linear is not in multiples of 128",
+                       (long long)k0, (long long)k1, (long long)c0, (long long)c1, (long long)q->k, (long long)q->n);
+    if (q->bias && k != q->k)
+        return dsk_err("a linear with a bias split by its inputs (each rank would add it)");
+    size_t tbytes = (size_t)((k / 16) * (n / 16) * tw) * 2;
+    const uint16_t *src = q->trellis + (k0 / 16) * ntiles * tw;
     uint16_t *slice = NULL;
     if (!b->dry && (c0 != 0 || c1 != q->n)) {
         if (!(slice = dsk_malloc(tbytes)))
             return -1;
-        for (int64_t kt = 0; kt < ktiles; kt++)
+        for (int64_t kt = 0; kt < k / 16; kt++)
             memcpy(slice + kt * (n / 16) * tw, src + (kt * ntiles + c0 / 16) * tw, (size_t)((n / 16) * tw) * 2);
         src = slice;
     }
     CUdeviceptr tr = put(b, src, tbytes);
     free(slice);
-    CUdeviceptr suh = shared_suh ? *shared_suh : put(b, q->suh, (size_t)k * 2);
+    CUdeviceptr suh = shared_suh ? *shared_suh : put(b, q->suh + k0, (size_t)k * 2);
     CUdeviceptr svh = put(b, q->svh + c0, (size_t)n * 2), bias = 0;
     if (q->bias) {
         float *bf = b->dry ? NULL : dsk_malloc(sizeof(float) * (size_t)n);
@@ -142,6 +161,26 @@ static int up_linear_cols(binder *b, const exl3_linear *q, int64_t c0, int64_t c
     if (!tr || !suh || !svh || (q->bias && !bias) || (with_desc && !desc))
         return -1;
     return exl3_dev_linear_init(L, (int)k, (int)n, q->K, q->codebook, tr, suh, svh, bias, desc);
+}
+
+static int up_linear_cols(binder *b, const exl3_linear *q, int64_t c0, int64_t c1, const CUdeviceptr *shared_suh,
+                          int with_desc, exl3_dev_linear *L)
+{
+    return up_linear_part(b, q, 0, q->k, c0, c1, shared_suh, with_desc, L);
+}
+
+/* This rank's part of a linear: input rows [k0, k1) and output columns [c0, c1); -1 takes all of them. */
+static int up_linear_slice(binder *b, const char *name, int64_t k0, int64_t k1, int64_t c0, int64_t c1,
+                           exl3_dev_linear *L)
+{
+    exl3_linear q;
+    if (exl3_linear_get(b->st, name, &q))
+        return -1;
+    if (k1 < 0)
+        k0 = 0, k1 = q.k;
+    if (c1 < 0)
+        c0 = 0, c1 = q.n;
+    return up_linear_part(b, &q, k0, k1, c0, c1, NULL, 1, L) ? dsk_err_ctx("EXL3 linear %s", name) : 0;
 }
 
 static int up_linear_desc(binder *b, const char *name, int with_desc, exl3_dev_linear *L)
@@ -164,8 +203,8 @@ static int up_linear(binder *b, const char *name, exl3_dev_linear *L)
             return -1;                                                                                           \
     } while (0)
 
-/* Routed experts (or the shared one, prefix "...shared_experts", n = 1): W1, W3, W2 and their table. */
-static int up_experts(binder *b, const char *p, int n, int shared, exl3_moe_experts *E)
+/* Routed experts [e0, e0 + n) (or the shared one, n = 1): W1, W3, W2 and their table. */
+static int up_experts(binder *b, const char *p, int e0, int n, int shared, exl3_moe_experts *E)
 {
     exl3_dev_linear *l = b->dry ? NULL : dsk_calloc((size_t)n * 3, sizeof *l);
     exl3_dev_linear scratch;
@@ -178,7 +217,7 @@ static int up_experts(binder *b, const char *p, int n, int shared, exl3_moe_expe
             if (shared)
                 NAME("%sffn.shared_experts.%s", p, part[j]);
             else
-                NAME("%sffn.experts.%d.%s", p, e, part[j]);
+                NAME("%sffn.experts.%d.%s", p, e0 + e, part[j]);
             rc = up_linear_desc(b, b->nm, 0, l ? &l[j * n + e] : &scratch);
         }
     }
@@ -199,11 +238,15 @@ static int bind_block(binder *b, int l, gpu_block *g)
     TRY(up_bf16(b, NAME("%sffn_norm.weight", p), &g->ffn_norm));
     TRY(up_bf16(b, NAME("%sattn.q_norm.weight", p), &g->q_norm));
     TRY(up_bf16(b, NAME("%sattn.kv_norm.weight", p), &g->kv_norm));
+    const gpu_split *sp = &b->w->split;
+    int hd = c->head_dim, ol = c->o_lora_rank;
     TRY(up_linear(b, NAME("%sattn.wq_a", p), &g->wq_a));
-    TRY(up_linear(b, NAME("%sattn.wq_b", p), &g->wq_b));
+    /* this rank's heads: their columns of wq_b; the inputs of its groups' outputs: its rows of wo_b */
+    TRY(up_linear_slice(b, NAME("%sattn.wq_b", p), -1, -1, (int64_t)sp->h0 * hd, (int64_t)sp->h1 * hd, &g->wq_b));
     TRY(up_linear(b, NAME("%sattn.wkv", p), &g->wkv));
-    TRY(up_linear(b, NAME("%sattn.wo_b", p), &g->wo_b));
-    /* grouped wo_a: group gi is columns [gi·o_lora, (gi+1)·o_lora) of the one linear (docs/model.md) */
+    TRY(up_linear_slice(b, NAME("%sattn.wo_b", p), (int64_t)sp->g0 * ol, (int64_t)sp->g1 * ol, -1, -1, &g->wo_b));
+    /* grouped wo_a: group gi is columns [gi·o_lora, (gi+1)·o_lora) of the one linear (docs/model.md); the
+     * rank's groups [g0, g1) at wo_a[0..] */
     exl3_linear woa;
     TRY(exl3_linear_get(b->st, NAME("%sattn.wo_a", p), &woa));
     if (c->o_groups > 16)
@@ -211,10 +254,10 @@ static int bind_block(binder *b, int l, gpu_block *g)
     CUdeviceptr suh = put(b, woa.suh, (size_t)woa.k * 2);
     if (!b->dry && !suh)
         return -1;
-    for (int gi = 0; gi < c->o_groups; gi++)
-        TRY(up_linear_cols(b, &woa, (int64_t)gi * c->o_lora_rank, (int64_t)(gi + 1) * c->o_lora_rank, &suh, 1,
-                           &g->wo_a[gi]));
-    TRY(up_raw(b, NAME("%sattn.attn_sink", p), ST_F32, &g->attn_sink));
+    for (int gi = sp->g0; gi < sp->g1; gi++)
+        TRY(up_linear_cols(b, &woa, (int64_t)gi * ol, (int64_t)(gi + 1) * ol, &suh, 1, &g->wo_a[gi - sp->g0]));
+    TRY(up_raw_part(b, NAME("%sattn.attn_sink", p), ST_F32, (size_t)sp->h0 * 4, (size_t)(sp->h1 - sp->h0) * 4,
+                    &g->attn_sink));
     static const char *const sub[2] = {"attn", "ffn"};
     for (int i = 0; i < 2; i++) {
         TRY(up_raw(b, NAME("%shc_%s_fn", p, sub[i]), ST_F32, &g->hc_fn[i]));
@@ -227,8 +270,12 @@ static int bind_block(binder *b, int l, gpu_block *g)
     TRY(up_raw(b, NAME("%sffn.gate.bias", p), ST_F32, &g->gate_bias));
     if (l < c->n_layers && c->vision_n_layers > 0) /* the drafter's bias_vl is never used (vision.md §3.8) */
         TRY(up_raw(b, NAME("%sffn.gate.bias_vl", p), ST_F32, &g->gate_bias_vl));
-    TRY(up_experts(b, p, 1, 1, &g->shared));
-    TRY(up_experts(b, p, g->n_experts, 0, &g->experts));
+    /* expert parallel: the rank's experts [e0, e0 + E/tp) (docs/ranks.md) */
+    if (g->n_experts % sp->tp)
+        return dsk_err("%d routed experts do not split over %d ranks", g->n_experts, sp->tp);
+    g->e0 = g->n_experts / sp->tp * sp->rank;
+    TRY(up_experts(b, p, 0, 1, 1, &g->shared));
+    TRY(up_experts(b, p, g->e0, g->n_experts / sp->tp, 0, &g->experts));
     if (r->is_kv_source) {
         TRY(up_linear(b, NAME("%sattn.compressor.wkv", p), &g->c_wkv));
         if (r->ratio == 2)
@@ -382,7 +429,7 @@ static int bind_all(binder *b)
     gpu_weights *w = b->w;
     const model_config *c = &w->cfg;
     TRY(up_bf16(b, "embed.weight", &w->embed));
-    TRY(up_linear(b, "head", &w->head));
+    TRY(up_linear_slice(b, "head", -1, -1, w->split.v0, w->split.v1, &w->head)); /* the rank's vocabulary rows */
     TRY(up_bf16(b, "norm.weight", &w->norm));
     for (int l = 0; l < c->n_all_layers; l++)
         if (bind_block(b, l, &w->blocks[l]))
@@ -402,11 +449,29 @@ static int bind_all(binder *b)
     return 0;
 }
 
+int gpu_split_init(const model_config *c, int tp, int rank, gpu_split *s)
+{
+    tp = tp > 0 ? tp : 1;
+    if (rank < 0 || rank >= tp)
+        return dsk_err("rank %d of %d", rank, tp);
+    if (c->n_heads % tp || c->o_groups % tp)
+        return dsk_err("%d heads in %d groups do not split over %d ranks", c->n_heads, c->o_groups, tp);
+    if (c->vocab_size % (128 * tp))
+        return dsk_err("the head's %d vocabulary rows do not split over %d ranks in multiples of 128", c->vocab_size, tp);
+    if ((c->o_groups / tp) * c->o_lora_rank % 128 || (c->n_heads / tp) * c->head_dim % 128)
+        return dsk_err("a rank's part of wq_b or wo_b is not a multiple of 128 wide");
+    *s = (gpu_split){tp, rank, c->n_heads / tp * rank, c->n_heads / tp * (rank + 1), c->o_groups / tp * rank,
+                     c->o_groups / tp * (rank + 1), c->vocab_size / tp * rank, c->vocab_size / tp * (rank + 1)};
+    return 0;
+}
+
 int gpu_weights_bytes(const model_config *cfg, const st_set *ckpt, const gpu_weights_opts *o, size_t *bytes)
 {
     gpu_weights w;
     memset(&w, 0, sizeof w);
     w.cfg = *cfg;
+    if (gpu_split_init(cfg, o->tp, o->rank, &w.split))
+        return -1;
     w.blocks = dsk_calloc((size_t)cfg->n_all_layers, sizeof *w.blocks);
     w.vision.blocks = cfg->vision_n_layers > 0 ? dsk_calloc((size_t)cfg->vision_n_layers, sizeof *w.vision.blocks) : NULL;
     if (!w.blocks || (cfg->vision_n_layers > 0 && !w.vision.blocks)) {
@@ -426,6 +491,8 @@ int gpu_weights_load(const model_config *cfg, const st_set *ckpt, const gpu_weig
 {
     memset(w, 0, sizeof *w);
     w->cfg = *cfg;
+    if (gpu_split_init(cfg, o->tp, o->rank, &w->split))
+        return -1;
     size_t need;
     if (gpu_weights_bytes(cfg, ckpt, o, &need))
         return -1;

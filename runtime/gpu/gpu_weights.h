@@ -1,7 +1,7 @@
 /* The GPU backend's weights: every tensor of the checkpoint's schema uploaded once, as stored (EXL3 as it
  * is on disk; norms stored as f32 rounded to bf16, as REF holds them), into one device arena sized and
- * checked against the free memory before anything is uploaded. A rank uploads only its slice (model.md
- * §6; tp = 1 today: the whole model). Internal to runtime/gpu. */
+ * checked against the free memory before anything is uploaded. A rank uploads only its part (model.md
+ * §6, docs/ranks.md: gpu_split; tp = 1: the whole model). Internal to runtime/gpu. */
 #ifndef DSK_GPU_WEIGHTS_H
 #define DSK_GPU_WEIGHTS_H
 
@@ -21,7 +21,8 @@ typedef struct {
     exl3_dev_linear wo_a[16];                            /* one linear per group: its columns of wo_a */
     CUdeviceptr attn_sink;                               /* fp32 [H] */
     CUdeviceptr hc_fn[2], hc_base[2], hc_scale[2];       /* fp32: attn, ffn */
-    int n_experts, n_active;
+    int n_experts, n_active;     /* the model's (every rank routes over all of them) */
+    int e0;                      /* the rank's routed experts: [e0, e0 + experts.nexp) */
     CUdeviceptr gate;                                    /* bf16 [E][d] */
     CUdeviceptr gate_bias;                               /* fp32 [E] */
     exl3_moe_experts experts;                            /* routed: W1, W3, W2 per expert */
@@ -54,8 +55,20 @@ typedef struct {
     gpu_vision_block *blocks;          /* [vision_n_layers]; NULL: a text-only model */
 } gpu_vision_weights;
 
+/* A rank's part of the model (docs/ranks.md): attention heads [h0, h1) with their wq_b columns and sinks,
+ * wo_a groups [g0, g1) and their rows of wo_b, the head's vocabulary rows [v0, v1), and per block its
+ * routed experts (gpu_block.e0). Everything else is replicated. tp = 1: all of it. */
+typedef struct {
+    int tp, rank;
+    int h0, h1, g0, g1, v0, v1;
+} gpu_split;
+
+/* Rank `rank` of tp's part of cfg; an error names what does not split evenly (or not in 128s). */
+int gpu_split_init(const model_config *cfg, int tp, int rank, gpu_split *out);
+
 typedef struct {
     model_config cfg;
+    gpu_split split;
     CUdeviceptr arena;
     size_t arena_bytes, used;
     CUdeviceptr embed;                 /* bf16 [V][d] */
@@ -74,6 +87,7 @@ typedef struct {
 typedef struct {
     int engram_on_device;   /* upload the Engram tables (placement "device") */
     int progress;           /* a progress line on stderr (per GiB, and GiB/s at the end) */
+    int tp, rank;           /* this rank's part (gpu_split); 0, 0: one rank */
 } gpu_weights_opts;
 
 /* The bytes the arena needs for cfg's schema in ckpt (what gpu_weights_load will allocate). */

@@ -35,6 +35,10 @@ int cmd_rank_follower(int argc, char **argv)
             o.kit = s[0] ? s : NULL;
             continue;
         }
+        if (!strcmp(a, "--devices")) {
+            o.devices = s[0] ? s : NULL;
+            continue;
+        }
         if (!strcmp(a, "--engram")) {
             o.engram = s;
             continue;

@@ -223,7 +223,7 @@ static char **follower_argv(const engine_opts *o)
                        o->backend ? o->backend : "cpu", "--model", o->model_dir, "--max-seqs", num[1], "--max-rows",
                        num[2], "--context", num[3], "--pool", num[4], "--threads", num[5], "--cache-bytes", num[6],
                        "--engram", o->engram ? o->engram : "host", "--engram-cache", num[7], "--engram-timeout", num[8],
-                       "--kit", o->kit ? o->kit : "", NULL};
+                       "--kit", o->kit ? o->kit : "", "--devices", o->devices ? o->devices : "", NULL};
     size_t n = sizeof a / sizeof a[0];
     char **v = dsk_calloc(n, sizeof *v);
     for (size_t i = 0; v && i + 1 < n; i++)

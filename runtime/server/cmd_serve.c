@@ -24,6 +24,7 @@ static const char usage_text[] =
     "  --model DIR            the checkpoint (config.json, safetensors, tokenizer.json)\n"
     "  --kit KIT              the kernel kit; --backend defaults to gpu with a kit, cpu without\n"
     "  --tp N                 tensor-parallel ranks (default 1)\n"
+    "  --devices D0,D1        gpu, --tp N: rank r's GPU (default: rank r on GPU r; 0,0: both on GPU 0)\n"
     "  --host H, --port P     where to listen (default 127.0.0.1:8000; port 0: any free port)\n"
     "  --parallel N           sequences decoding together in one step (default 8)\n"
     "  --context N            positions one sequence may hold (default: the model's limit)\n"
@@ -88,6 +89,8 @@ static int parse(int argc, char **argv, serve_opts *o)
             o->host = v;
         else if (!strcmp(a, "--engram"))
             o->engram = v;
+        else if (!strcmp(a, "--devices"))
+            o->devices = v;
         else if (!strcmp(a, "--api-key-file"))
             o->api_key_file = v;
         else if (!strcmp(a, "--served-model-name"))
@@ -172,7 +175,7 @@ static int load(server *s)
     snprintf(path, sizeof path, "%s/tokenizer.json", s->o.model_dir);
     if (tok_load(path, &s->tok))
         return dsk_err_ctx("the model's tokenizer");
-    engine_opts eo = {.backend = s->o.backend, .model_dir = s->o.model_dir, .kit = s->o.kit, .tp = s->o.tp,
+    engine_opts eo = {.backend = s->o.backend, .model_dir = s->o.model_dir, .kit = s->o.kit, .tp = s->o.tp, .devices = s->o.devices,
                       .tokenizer = s->tok, .max_seqs = s->o.parallel, .context = s->o.context, .pool = s->o.pool,
                       /* a round carries one chunk of prompt rows and every sequence's verify window */
                       .max_rows = s->o.prefill_chunk + s->o.parallel * 64, .threads = s->o.threads,

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 typedef struct {
-    const char *model_dir, *kit, *backend, *host, *served_name, *api_key_file, *engram;
+    const char *model_dir, *kit, *backend, *host, *served_name, *api_key_file, *engram, *devices;
     int port, tp, parallel, threads, prefill_chunk, draft;
     int64_t context, pool;
     size_t max_body, cache_mb, send_buffer, engram_cache_mb;

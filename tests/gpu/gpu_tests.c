@@ -124,7 +124,8 @@ static const family_test tests[] = {
     {"vision_tower", test_vision_tower}, /* the tower on the GPU against the CPU's, stage by stage */
     {"engine_draft", test_engine_draft}, /* drafted == serial on the GPU */
     {"engine_fill", test_engine_fill},   /* masks written while the forward runs == given */
-    {"engine_exact", test_engine_exact}, /* the GPU against itself: batched, chunked == alone */ /* the whole model, layer by layer against the CPU (DSKIT_TEST_MODEL) */
+    {"engine_exact", test_engine_exact}, /* the GPU against itself: batched, chunked == alone */
+    {"engine_tp2", test_engine_tp2},     /* two ranks (threads on GPU 0) against one, layer by layer */
 };
 
 int main(int argc, char **argv)
