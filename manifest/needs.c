@@ -161,6 +161,12 @@ int needs_for_model(const model_config *c, const needs_settings *s, need_list *o
         rule_tap_mean_pick(c->hc_mult, &v);
         rc |= add_variant(out, "DSpark taps (mean of the streams)", &v);
     }
+    /* xchg: the exchanges of tensor-parallel ranks (the wo_b and MoE partials, the head's logits): whether
+     * the engine runs tp > 1 is a serving setting needs does not see, so both modes */
+    rule_xchg_pick(0, &v);
+    rc |= add_variant(out, "tensor-parallel exchange: the sum of the ranks' partials", &v);
+    rule_xchg_pick(1, &v);
+    rc |= add_variant(out, "tensor-parallel exchange: the gather of the ranks' logits", &v);
     /* vec_glue: every layer's window keys (RMSNorm, RoPE, FP8; the DSpark stages' main KV the same), q_norm,
      * Q's RoPE and o's inverse RoPE; a kv source's latent norm, latent RoPE + FP4/e4m3 and index keys
      * (norm, RoPE, FP4/e8m0); an index source's queries (RoPE, FP4/e8m0). The pick depends on the width

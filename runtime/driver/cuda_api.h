@@ -60,6 +60,9 @@
     X(cuGraphLaunch, CUDA_VERSION) \
     X(cuGraphExecDestroy, CUDA_VERSION) \
     X(cuGraphDestroy, CUDA_VERSION) \
+    X(cuIpcGetMemHandle, CUDA_VERSION) \
+    X(cuIpcOpenMemHandle, CUDA_VERSION) \
+    X(cuIpcCloseMemHandle, CUDA_VERSION) \
     X(cuGetErrorName, CUDA_VERSION) \
     X(cuGetErrorString, CUDA_VERSION)
 

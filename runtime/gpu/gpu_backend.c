@@ -596,13 +596,13 @@ int gpu_backend_open(const engine_backend_args *a, void **impl, const engine_bac
         b->io_bytes = at;
     }
     const char *graphs = getenv("DSKIT_GPU_GRAPHS");
-    /* tp > 1: the exchanges go through the host (gpu_xchg.c), so rounds run eagerly */
-    b->use_graphs = !(graphs && !strcmp(graphs, "0")) && b->xchg->tp == 1;
     if (exl3_workspace_alloc(&b->ws, &b->g, ws) || cu.cuMemAllocHost(&b->plan_host, b->plan.bytes) != CUDA_SUCCESS ||
-        cu.cuMemAllocHost(&b->io_host, b->io_bytes) != CUDA_SUCCESS || gpu_xchg_init(b)) {
+        cu.cuMemAllocHost(&b->io_host, b->io_bytes) != CUDA_SUCCESS) {
         gpu_free_all(b);
         return -1;
     }
+    /* (the ranks' exchange transport is set up by the first round, once every rank has opened: gpu_xchg.c) */
+    b->use_graphs = !(graphs && !strcmp(graphs, "0"));
     /* RoPE frequencies of the two kinds, and the tokenizer's ids */
     float f[2][64];
     rope_params rp0 = model_rope(b->cfg, 0), rp1 = model_rope(b->cfg, 1);

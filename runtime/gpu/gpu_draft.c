@@ -70,6 +70,8 @@ int gpu_draft_run(gpu_backend *b, const engine_draft_req *req, int n, int32_t *d
         return dsk_err("this model has no DSpark stages (num_nextn_predict_layers = 0)");
     if (n > b->max_draft)
         return dsk_err("a GPU draft takes %d sequences at most, %d given", b->max_draft, n);
+    if (gpu_xchg_init(b))
+        return -1;
     /* the feed's pinned positions are reused below: its copies must be done */
     CU_TRY(cu.cuStreamSynchronize(b->s));
     /* the plan of the block rows: request i's rows i·B .. i·B + B - 1 at positions p+1 .. p+B (p its last
@@ -147,6 +149,8 @@ int gpu_draft_run(gpu_backend *b, const engine_draft_req *req, int n, int32_t *d
     CUresult cr = cu.cuStreamSynchronize(b->s);
     if (cr != CUDA_SUCCESS)
         return dsk_cu_fail(cr, "the draft on the device"), dsk_err_ctx("%s", kit_root(b->k));
+    if (gpu_xchg_check(b))
+        return -1;
     for (int i = 0; i < n; i++)
         for (int j = 0; j < B; j++) {
             int32_t t = tk[j * b->draft_ld + i];

@@ -71,7 +71,7 @@ struct gpu_backend {
     engram_fetch *fetch;
     int64_t *eg_idx;               /* its row indices, [slot][max_rows][cols] */
     st_set *st;                    /* the checkpoint (kept open: Engram host rows, and the tensors' identity) */
-    char device[192];
+    char device[256];
 
     int max_seqs, max_rows, ring, spare;
     int64_t context, pool;
@@ -99,7 +99,12 @@ struct gpu_backend {
     CUdeviceptr X, X2, coef, coef2, pi0;     /* streams, coefficients, one-hot π */
     CUdeviceptr xn, qkv, q, qi, kv, o, z, y32, y16, wix, score, lat, lat2, a32, s32, ik, bs, cand;
     CUdeviceptr logits_part;       /* tp > 1: the head's logits of this rank's vocabulary rows [R][V/tp] */
-    void *xs_host;                 /* tp > 1: the exchanges' pinned memory (gpu_xchg.c) */
+    int xready, xkind;             /* tp > 1: set up (by the first round), GPU_XCHG_PEER or GPU_XCHG_HOST */
+    CUdeviceptr xregion, xlocal;   /* peer memory: this rank's region (slots, flags), its descriptor and counters */
+    CUdeviceptr xdesc, xstatus;
+    CUdeviceptr xpeer[8];          /* the other ranks' regions opened through CUDA IPC */
+    int64_t xcap;                  /* floats per slot */
+    void *xs_host;                 /* the host transport's pinned memory */
     size_t xs_bytes, xs_all_bytes;
     CUdeviceptr logits, head_in, tokens_out, logprob_out, top_ids_out, top_lp_out, sample_params;
     CUdeviceptr moe_ids, moe_w, gate_logits, eg_rows, eg_kv, taps;
@@ -211,9 +216,14 @@ typedef struct {
 
 /* Exchanges between ranks (gpu_xchg.c; tp = 1: nothing to do). sum: buf (fp32 [n], this rank's partial)
  * becomes Σ over ranks of their partials in rank order; gather_cols: every rank's part [rows][cols]
- * into full [rows][tp·cols] (rank r's at columns r·cols), part and full apart. Both return with the
- * stream synchronised. */
+ * into full [rows][tp·cols] (rank r's at columns r·cols), part and full apart. Queued on the stream
+ * (peer memory: a graph captures them), or done when they return (the host). */
+enum { GPU_XCHG_HOST, GPU_XCHG_PEER };
+/* The transport, agreed by every rank (collective: called by the first round or draft on every rank, once
+ * all have opened; a no-op after). */
 int gpu_xchg_init(gpu_backend *b);
+/* After a round (peer memory): an exchange that waited past its bound fails it, naming the rank. */
+int gpu_xchg_check(gpu_backend *b);
 void gpu_xchg_free(gpu_backend *b);
 int gpu_xchg_sum(gpu_backend *b, CUdeviceptr buf, int64_t n);
 int gpu_xchg_gather_cols(gpu_backend *b, CUdeviceptr part, CUdeviceptr full, int rows, int cols);

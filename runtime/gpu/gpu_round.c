@@ -685,6 +685,8 @@ int gpu_round(gpu_backend *b, const engine_row *rows, int n, engine_out *out, co
     const model_config *c = b->cfg;
     if (n > b->max_rows)
         return dsk_err("a GPU round takes %d rows at most, %d given", b->max_rows, n);
+    if (gpu_xchg_init(b))
+        return -1;
     image_rows(b, rows, n);
     int graph = b->use_graphs && !b->hook && !kit_sync_launches() && n <= GPU_GRAPH_MAX_ROWS && !b->img_n, failed = 0;
     round_shape sh;
@@ -740,6 +742,8 @@ int gpu_round(gpu_backend *b, const engine_row *rows, int n, engine_out *out, co
     if (cr != CUDA_SUCCESS)
         return dsk_cu_fail(cr, "the round on the device"),
                dsk_err_ctx("kit %s; DSKIT_SYNC_LAUNCHES=1 names the kernel that faulted", kit_root(b->k));
+    if (gpu_xchg_check(b))
+        return -1;
     /* the results */
     const int32_t *src = P32(b, sample_src), *tok = IO(b, io_tok), *tid = IO(b, io_tid);
     const float *lp = IO(b, io_lp), *tlp = IO(b, io_tlp);
@@ -756,14 +760,18 @@ int gpu_round(gpu_backend *b, const engine_row *rows, int n, engine_out *out, co
             memcpy(out->top_lp + (size_t)r * SAMPLE_MAX_TOP_LOGPROBS, tlp + (size_t)i * SAMPLE_TOP_LOGPROBS,
                    sizeof(float) * SAMPLE_MAX_TOP_LOGPROBS);
         }
-        if (out->logits && cu.cuMemcpyDtoH(out->logits + (size_t)r * c->vocab_size,
-                                           b->logits + (CUdeviceptr)i * c->vocab_size * 4,
-                                           sizeof(float) * (size_t)c->vocab_size) != CUDA_SUCCESS)
+        /* on the round's stream (a copy on the context's default stream could wait for another rank's
+         * exchange where ranks share a context: the tests' threads) */
+        if (out->logits && cu.cuMemcpyDtoHAsync(out->logits + (size_t)r * c->vocab_size,
+                                                b->logits + (CUdeviceptr)i * c->vocab_size * 4,
+                                                sizeof(float) * (size_t)c->vocab_size, b->s) != CUDA_SUCCESS)
             rc = dsk_err("copying the logits of row %d failed", r);
     }
     if (!rc && out->taps && c->n_dspark_targets > 0 &&
-        cu.cuMemcpyDtoH(out->taps, b->taps, sizeof(uint16_t) * (size_t)n * c->n_dspark_targets * c->dim) !=
+        cu.cuMemcpyDtoHAsync(out->taps, b->taps, sizeof(uint16_t) * (size_t)n * c->n_dspark_targets * c->dim, b->s) !=
             CUDA_SUCCESS)
         rc = dsk_err("copying the DSpark taps failed");
+    if ((out->logits || out->taps) && cu.cuStreamSynchronize(b->s) != CUDA_SUCCESS)
+        rc = dsk_err("copying the round's logits and taps back failed");
     return rc;
 }

@@ -1,22 +1,45 @@
-/* The GPU backend's exchanges between ranks (docs/ranks.md), through the host: a rank's fp32 partial comes
- * down into pinned memory, the rank_xchg transport (host shared memory on one host, TCP across hosts) sums
- * every rank's in rank order, and the sum goes back up. So the ranks' activations are the same bits, as on
- * the CPU backend, whatever GPUs they run on (two ranks on one GPU too). Each exchange synchronises the
- * stream, so rounds with tp > 1 run eagerly (no CUDA graphs). */
+/* The GPU backend's exchanges between ranks (docs/ranks.md). Two transports, the same bits:
+ *   - peer memory (the default): each rank's exchange region (two slots and a flag per block) is shared
+ *     with the others through CUDA IPC (ranks in one process, the tests' threads, use the pointers
+ *     themselves); one xchg launch per exchange writes this rank's part, flags it, waits (bounded) for the
+ *     others' and sums them in rank order (kit/src/xchg.cu). Nothing waits on the host, so rounds replay
+ *     CUDA graphs as with one rank; two ranks on one GPU work too (the GPU time-slices their contexts).
+ *   - the host: a rank's part comes down into pinned memory, the rank_xchg transport (host shared memory
+ *     on one host, TCP across hosts) sums every rank's in rank order, the sum goes back up. Each exchange
+ *     synchronises the stream, so rounds run eagerly. Used where a rank lacks CUDA IPC (the emulator),
+ *     where the ranks share one GPU (faster there: docs/ranks.md), or with DSKIT_XCHG=host.
+ * The ranks agree on the transport at open: peer memory only when every rank could set it up. */
 #include "runtime/gpu/gpu_engine.h"
+#include "kit/src/xchg_abi.cuh"
 #include "runtime/common/error.h"
+#include "runtime/launch/xchg.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-/* Floats per piece of a sum (4 MiB): larger exchanges go in pieces. */
+/* Floats per piece of a host sum (4 MiB): larger exchanges go in pieces. */
 #define XCHG_PIECE ((size_t)1 << 20)
-/* Rows per piece of a gather (the head's logits). */
+/* Rows per piece of a gather through the host; through peer memory, rows per launch at most. */
 #define XCHG_GATHER_ROWS 16
+#define XCHG_PEER_GATHER_ROWS 64
+/* A peer-memory wait's bound: a rank that does not arrive within it fails the round naming it (a rank
+ * that is gone is seen sooner, by the group's watchdog: docs/ranks.md). */
+#define XCHG_TIMEOUT_S 30
 
-int gpu_xchg_init(gpu_backend *b)
+/* What a rank tells the others at open: whether its region is ready, its process, the region (its pointer
+ * for ranks in the same process, its IPC handle for the others). */
+typedef struct {
+    int32_t ok, pid;
+    int32_t pci[3];   /* the GPU's PCI domain, bus and device */
+    int32_t pad;
+    uint64_t ptr;
+    CUipcMemHandle h;
+} xchg_rec;
+
+static int host_init(gpu_backend *b)
 {
-    if (b->xchg->tp == 1)
-        return 0;
     size_t V = (size_t)b->cfg->vocab_size, vl = V / (size_t)b->xchg->tp;
     size_t sum = XCHG_PIECE * sizeof(float);
     size_t mine = XCHG_GATHER_ROWS * vl * sizeof(float), all = XCHG_GATHER_ROWS * V * sizeof(float);
@@ -30,18 +53,171 @@ int gpu_xchg_init(gpu_backend *b)
     return 0;
 }
 
+static void peer_free(gpu_backend *b)
+{
+    for (int r = 0; r < XCHG_MAX_RANKS; r++)
+        if (b->xpeer[r])
+            cu.cuIpcCloseMemHandle(b->xpeer[r]);
+    if (b->xregion)
+        cu.cuMemFree(b->xregion);
+    if (b->xlocal)
+        cu.cuMemFree(b->xlocal);
+    memset(b->xpeer, 0, sizeof b->xpeer);
+    b->xregion = b->xlocal = 0;
+}
+
+/* This rank's region and descriptor memory, zeroed, and its IPC handle: 0, or -1 with a message (then the
+ * ranks use the host). */
+static int peer_alloc(gpu_backend *b, xchg_rec *me)
+{
+    size_t R = (size_t)b->max_rows, vl = (size_t)(b->w.split.v1 - b->w.split.v0);
+    size_t cap = R * (size_t)b->cfg->dim;
+    if (XCHG_PEER_GATHER_ROWS * vl > cap)
+        cap = XCHG_PEER_GATHER_ROWS * vl;
+    b->xcap = (int64_t)cap;
+    size_t flags = 2 * cap * sizeof(float);
+    CU_TRY(cu.cuMemAlloc(&b->xregion, flags + XCHG_MAX_BLOCKS * sizeof(unsigned)));
+    CU_TRY(cu.cuMemsetD8(b->xregion + flags, 0, XCHG_MAX_BLOCKS * sizeof(unsigned)));
+    /* the descriptor, then the counters and the status */
+    size_t dbytes = (sizeof(xchg_desc) + 255) & ~(size_t)255;
+    CU_TRY(cu.cuMemAlloc(&b->xlocal, dbytes + (XCHG_MAX_BLOCKS + 1) * sizeof(unsigned)));
+    CU_TRY(cu.cuMemsetD8(b->xlocal + dbytes, 0, (XCHG_MAX_BLOCKS + 1) * sizeof(unsigned)));
+    CU_TRY(cu.cuCtxSynchronize());
+    CU_TRY(cu.cuIpcGetMemHandle(&me->h, b->xregion));
+    me->ptr = (uint64_t)b->xregion;
+    return 0;
+}
+
+/* Every rank's region mapped here and the descriptor written: 0, or -1 with a message. */
+static int peer_open(gpu_backend *b, const xchg_rec *all)
+{
+    rank_xchg *x = b->xchg;
+    xchg_desc d;
+    memset(&d, 0, sizeof d);
+    size_t flags = 2 * (size_t)b->xcap * sizeof(float), dbytes = (sizeof(xchg_desc) + 255) & ~(size_t)255;
+    for (int r = 0; r < x->tp; r++) {
+        CUdeviceptr p = b->xregion;
+        if (r != x->rank && all[r].pid == all[x->rank].pid)
+            p = (CUdeviceptr)all[r].ptr; /* the same process (and context): the pointer itself */
+        else if (r != x->rank) {
+            CUresult cr = cu.cuIpcOpenMemHandle(&b->xpeer[r], all[r].h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+            if (cr != CUDA_SUCCESS) {
+                b->xpeer[r] = 0;
+                return dsk_cu_fail(cr, "cuIpcOpenMemHandle"), dsk_err_ctx("rank %d's exchange region", r);
+            }
+            p = b->xpeer[r];
+        }
+        d.slot[r] = (float *)(uintptr_t)p;
+        d.flag[r] = (unsigned *)(uintptr_t)(p + flags);
+    }
+    int khz = 0;
+    CU_TRY(cu.cuDeviceGetAttribute(&khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, b->g.dev));
+    d.epoch = (unsigned *)(uintptr_t)(b->xlocal + dbytes);
+    d.status = d.epoch + XCHG_MAX_BLOCKS;
+    d.cap = b->xcap;
+    d.timeout_cycles = (long long)(khz > 0 ? khz : 2000000) * 1000LL * XCHG_TIMEOUT_S;
+    d.tp = x->tp;
+    d.rank = x->rank;
+    CU_TRY(cu.cuMemcpyHtoD(b->xlocal, &d, sizeof d));
+    b->xdesc = b->xlocal;
+    b->xstatus = b->xlocal + dbytes + XCHG_MAX_BLOCKS * sizeof(unsigned);
+    return 0;
+}
+
+/* Every rank's flag, gathered: 1 when all are set. */
+static int all_agree(rank_xchg *x, int mine, int *all_ok)
+{
+    int32_t v[XCHG_MAX_RANKS], m = mine;
+    if (x->allgather(x, &m, sizeof m, v))
+        return dsk_err_ctx("rank %d: agreeing on the exchange transport", x->rank);
+    *all_ok = 1;
+    for (int r = 0; r < x->tp; r++)
+        *all_ok &= v[r] != 0;
+    return 0;
+}
+
+int gpu_xchg_init(gpu_backend *b)
+{
+    rank_xchg *x = b->xchg;
+    if (x->tp == 1 || b->xready)
+        return 0;
+    b->xready = 1;
+    b->xkind = GPU_XCHG_HOST;
+    if (x->tp > XCHG_MAX_RANKS)
+        return dsk_err("%d ranks: the GPU exchanges take at most %d", x->tp, XCHG_MAX_RANKS);
+    const char *want = getenv("DSKIT_XCHG");
+    xchg_rec all[XCHG_MAX_RANKS], me;
+    memset(&me, 0, sizeof me);
+    me.pid = (int32_t)getpid();
+    CU_TRY(cu.cuDeviceGetAttribute(&me.pci[0], CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, b->g.dev));
+    CU_TRY(cu.cuDeviceGetAttribute(&me.pci[1], CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, b->g.dev));
+    CU_TRY(cu.cuDeviceGetAttribute(&me.pci[2], CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, b->g.dev));
+    char why[256] = "DSKIT_XCHG=host";
+    if (!(want && !strcmp(want, "host"))) {
+        me.ok = !peer_alloc(b, &me);
+        if (!me.ok)
+            snprintf(why, sizeof why, "%s", dsk_err_msg());
+    }
+    if (x->allgather(x, &me, sizeof me, all))
+        return dsk_err_ctx("rank %d: agreeing on the exchange transport", x->rank);
+    int ok = 1, one_gpu = 1;
+    for (int r = 0; r < x->tp; r++) {
+        one_gpu &= !memcmp(all[r].pci, all[0].pci, sizeof all[0].pci);
+        if (!all[r].ok) {
+            ok = 0;
+            if (r != x->rank && me.ok)
+                snprintf(why, sizeof why, "rank %d has no CUDA IPC", r);
+        }
+    }
+    /* ranks sharing one GPU time-slice it, and a rank's exchange kernel waits out the other's slice: there
+     * the host is faster (docs/ranks.md, measured); DSKIT_XCHG=peer asks for peer memory all the same */
+    if (ok && one_gpu && !(want && !strcmp(want, "peer"))) {
+        ok = 0;
+        snprintf(why, sizeof why, "the ranks share one GPU; DSKIT_XCHG=peer to use peer memory there");
+    }
+    if (ok) {
+        int opened = !peer_open(b, all);
+        if (!opened)
+            snprintf(why, sizeof why, "%s", dsk_err_msg());
+        if (all_agree(x, opened, &ok))
+            return -1;
+    }
+    if (ok) {
+        b->xkind = GPU_XCHG_PEER;
+        if (x->rank == 0)
+            fprintf(stderr, "gpu: the ranks exchange through peer memory (CUDA IPC)\n");
+        return 0;
+    }
+    peer_free(b);
+    b->use_graphs = 0; /* each exchange through the host synchronises the stream */
+    if (x->rank == 0)
+        fprintf(stderr, "gpu: the ranks exchange through the host, rounds without CUDA graphs (%s)\n", why);
+    return host_init(b);
+}
+
 void gpu_xchg_free(gpu_backend *b)
 {
     if (b->xs_host)
         cu.cuMemFreeHost(b->xs_host);
     b->xs_host = NULL;
+    peer_free(b);
 }
 
-int gpu_xchg_sum(gpu_backend *b, CUdeviceptr buf, int64_t n)
+int gpu_xchg_check(gpu_backend *b)
+{
+    if (b->xkind != GPU_XCHG_PEER)
+        return 0;
+    unsigned st = 0;
+    CU_TRY(cu.cuMemcpyDtoH(&st, b->xstatus, sizeof st));
+    if (st)
+        return dsk_err("rank %d: an exchange waited %d s (the bound) for rank %u", b->xchg->rank, XCHG_TIMEOUT_S,
+                       st - 1);
+    return 0;
+}
+
+static int host_sum(gpu_backend *b, CUdeviceptr buf, int64_t n)
 {
     rank_xchg *x = b->xchg;
-    if (x->tp == 1)
-        return 0;
     float *h = b->xs_host;
     for (int64_t at = 0; at < n; at += (int64_t)XCHG_PIECE) {
         size_t m = (size_t)(n - at) < XCHG_PIECE ? (size_t)(n - at) : XCHG_PIECE;
@@ -57,7 +233,22 @@ int gpu_xchg_sum(gpu_backend *b, CUdeviceptr buf, int64_t n)
     return 0;
 }
 
-int gpu_xchg_gather_cols(gpu_backend *b, CUdeviceptr part, CUdeviceptr full, int rows, int cols)
+int gpu_xchg_sum(gpu_backend *b, CUdeviceptr buf, int64_t n)
+{
+    if (b->xchg->tp == 1)
+        return 0;
+    if (b->xkind == GPU_XCHG_HOST)
+        return host_sum(b, buf, n);
+    /* in place: a block reads its part of buf before it writes the sum there */
+    for (int64_t at = 0; at < n; at += b->xcap) {
+        int64_t m = n - at < b->xcap ? n - at : b->xcap;
+        CUdeviceptr d = buf + (CUdeviceptr)at * 4;
+        TRY(op_xchg_sum(b->k, b->s, b->xdesc, b->xcap, d, d, m));
+    }
+    return 0;
+}
+
+static int host_gather(gpu_backend *b, CUdeviceptr part, CUdeviceptr full, int rows, int cols)
 {
     rank_xchg *x = b->xchg;
     int tp = x->tp;
@@ -76,6 +267,20 @@ int gpu_xchg_gather_cols(gpu_backend *b, CUdeviceptr part, CUdeviceptr full, int
                 memcpy(out + ((size_t)i * tp + r) * cols, all + ((size_t)r * m + i) * cols, row);
         CU_TRY(cu.cuMemcpyHtoDAsync(full + (CUdeviceptr)r0 * tp * row, out, (size_t)m * tp * row, b->s));
         CU_TRY(cu.cuStreamSynchronize(b->s));
+    }
+    return 0;
+}
+
+int gpu_xchg_gather_cols(gpu_backend *b, CUdeviceptr part, CUdeviceptr full, int rows, int cols)
+{
+    if (b->xkind == GPU_XCHG_HOST)
+        return host_gather(b, part, full, rows, cols);
+    int per = (int)(b->xcap / cols), tp = b->xchg->tp;
+    per = per < XCHG_PEER_GATHER_ROWS ? per : XCHG_PEER_GATHER_ROWS;
+    for (int r0 = 0; r0 < rows; r0 += per) {
+        int m = rows - r0 < per ? rows - r0 : per;
+        TRY(op_xchg_gather(b->k, b->s, b->xdesc, b->xcap, part + (CUdeviceptr)r0 * cols * 4,
+                           full + (CUdeviceptr)r0 * tp * cols * 4, m, cols));
     }
     return 0;
 }

@@ -914,6 +914,22 @@ CUresult emu_cuStreamCreate(CUstream *out, unsigned flags)
     return CUDA_SUCCESS;
 }
 
+/* CUDA IPC: one emulated device in one process has no other process to share memory with. */
+CUresult emu_cuIpcGetMemHandle(CUipcMemHandle *, CUdeviceptr)
+{
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult emu_cuIpcOpenMemHandle(CUdeviceptr *, CUipcMemHandle, unsigned)
+{
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult emu_cuIpcCloseMemHandle(CUdeviceptr)
+{
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 CUresult emu_cuStreamDestroy(CUstream hs)
 {
     LOCKED;

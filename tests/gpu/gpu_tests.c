@@ -120,6 +120,7 @@ static const family_test tests[] = {
     {"sparse_attn", test_sparse_attn},
     {"vision_mm", test_vision_mm},      {"vision_glue", test_vision_glue},
     {"vision_attn", test_vision_attn},
+    {"xchg", test_xchg},                /* two ranks' exchanges through peer memory (two streams) */
     {"engine", test_engine},
     {"vision_tower", test_vision_tower}, /* the tower on the GPU against the CPU's, stage by stage */
     {"engine_draft", test_engine_draft}, /* drafted == serial on the GPU */

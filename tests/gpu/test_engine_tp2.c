@@ -41,6 +41,7 @@ typedef struct {
 typedef struct {
     tp1_rec *rec;
     int rank;
+    CUstream s;
     double err_attn[MAXL], err_ffn[MAXL];
     uint16_t *attn[CALLS][MAXL], *out[CALLS][MAXL]; /* this rank's own, before forcing */
 } rank_rec;
@@ -89,9 +90,24 @@ static void tp1_hook(void *ctx, int l, int stage, CUdeviceptr X, CUdeviceptr pi,
         r->out[r->call][l] = download16(X, e);
 }
 
+/* Copies on the rank's own stream: the ranks share this process's context, and a copy on its default
+ * stream could wait for the other rank's exchange kernel, which waits for this rank. */
+static void s_down(CUstream s, void *host, CUdeviceptr d, size_t bytes)
+{
+    must(cu.cuMemcpyDtoHAsync(host, d, bytes, s) != CUDA_SUCCESS || cu.cuStreamSynchronize(s) != CUDA_SUCCESS,
+         "a copy down");
+}
+
+static void s_up(CUstream s, CUdeviceptr d, const void *host, size_t bytes)
+{
+    must(cu.cuMemcpyHtoDAsync(d, host, bytes, s) != CUDA_SUCCESS || cu.cuStreamSynchronize(s) != CUDA_SUCCESS,
+         "a copy up");
+}
+
 static void rank_hook(void *ctx, int l, int stage, CUdeviceptr X, CUdeviceptr pi, int pi_stride, int n)
 {
     rank_rec *k = ctx;
+    CUstream s = k->s;
     tp1_rec *r = k->rec;
     const model_config *c = r->c;
     int call = r->call;
@@ -99,28 +115,29 @@ static void rank_hook(void *ctx, int l, int stage, CUdeviceptr X, CUdeviceptr pi
         return;
     size_t e = stream_elems(c, n);
     if (stage == GPU_HOOK_BLOCK_IN) {
-        dev_upload_to(X, r->in[call][l], e * 2);
+        s_up(s, X, r->in[call][l], e * 2);
         float *rows = xmalloc(sizeof(float) * (size_t)n * pi_stride);
-        dev_download(rows, pi, sizeof(float) * (size_t)n * pi_stride);
+        s_down(s, rows, pi, sizeof(float) * (size_t)n * pi_stride);
         for (int i = 0; i < n; i++)
             memcpy(rows + (size_t)i * pi_stride, r->pi[call][l] + (size_t)i * c->hc_mult, sizeof(float) * c->hc_mult);
-        dev_upload_to(pi, rows, sizeof(float) * (size_t)n * pi_stride);
+        s_up(s, pi, rows, sizeof(float) * (size_t)n * pi_stride);
         free(rows);
         return;
     }
     int attn = stage == GPU_HOOK_ATTN_OUT;
-    uint16_t *mine = download16(X, e);
+    uint16_t *mine = xmalloc(e * 2);
+    s_down(s, mine, X, e * 2);
     const uint16_t *want = attn ? r->attn[call][l] : r->out[call][l];
     double err = tp2_rel_l2(mine, want, e), *slot = attn ? &k->err_attn[l] : &k->err_ffn[l];
     *slot = err > *slot ? err : *slot;
     (attn ? k->attn : k->out)[call][l] = mine;
-    dev_upload_to(X, want, e * 2); /* teacher forcing */
+    s_up(s, X, want, e * 2); /* teacher forcing */
 }
 
 static gpu_backend *open_rank(const char *dir, const char *kit_path, rank_xchg *x, const uint32_t *valid,
                               const engine_backend_ops **ops)
 {
-    engine_opts o = {.backend = "gpu", .model_dir = dir, .kit = kit_path, .max_seqs = 1, .max_rows = 64,
+    engine_opts o = {.backend = "gpu", .model_dir = dir, .kit = kit_path, .max_seqs = 2, .max_rows = 64,
                      .context = 2048, .devices = x->tp > 1 ? "0,0" : NULL};
     engine_info info = {0};
     engine_backend_args a = {&o, valid, &info, x};
@@ -143,10 +160,11 @@ typedef struct {
 static void *run_step(void *arg)
 {
     step_job *j = arg;
+    int seq = j->rows[0].seq;
     int32_t drawn[64];
     engine_out out = {.tokens = drawn, .logits = j->logits};
     j->rc = cu.cuCtxSetCurrent(j->b->g.ctx) != CUDA_SUCCESS ? dsk_err("cuCtxSetCurrent") : 0;
-    j->rc = j->rc || j->ops->step(j->b, j->rows, j->n, &out, NULL) || j->ops->commit(j->b, 0, j->old_len, j->len);
+    j->rc = j->rc || j->ops->step(j->b, j->rows, j->n, &out, NULL) || j->ops->commit(j->b, seq, j->old_len, j->len);
     if (j->rc)
         snprintf(j->err, sizeof j->err, "%s", dsk_err_msg());
     return NULL;
@@ -186,14 +204,92 @@ static uint8_t *caches(const gpu_backend *b, int64_t len, size_t *bytes)
     return h;
 }
 
-void test_engine_tp2(gpu_ctx *c)
+/* Both ranks' rows of one call in two threads; 0, or -1 after a failed check. */
+static int ranks_step(gpu_ctx *c, gpu_backend **rk, const engine_backend_ops *ops, const engine_row *rows, int n,
+                      int64_t len, float **logits)
 {
-    const char *dir = getenv("DSKIT_TEST_MODEL");
-    const char *kit_path = getenv("DSKIT_TEST_KIT");
-    if (!dir || !kit_path) {
-        printf("engine_tp2: skipped (DSKIT_TEST_MODEL names no model folder)\n");
-        return;
+    step_job jr[2];
+    pthread_t th[2];
+    for (int r = 0; r < 2; r++) {
+        jr[r] = (step_job){rk[r], ops, rows, n, len, len + n, logits[r], 0, ""};
+        pthread_create(&th[r], NULL, run_step, &jr[r]);
     }
+    for (int r = 0; r < 2; r++)
+        pthread_join(th[r], NULL);
+    if (jr[0].rc || jr[1].rc) {
+        check(c, 0, "engine_tp2", "a round", "rank 0: %s; rank 1: %s", jr[0].err, jr[1].err);
+        return -1;
+    }
+    return 0;
+}
+
+/* The ranks replaying graphs (no hooks) against the same calls eager, on sequence 1: a prompt, then greedy
+ * steps; rank 0's logits bit for bit, and rank 1's equal rank 0's. */
+static void graphs_check(gpu_ctx *c, gpu_backend **rk, const engine_backend_ops *ops, int V, const char *xchg)
+{
+    enum { P = 12, ST = 6 };
+    float *lg[2][2];
+    for (int m = 0; m < 2; m++)
+        for (int r = 0; r < 2; r++)
+            lg[m][r] = xmalloc(sizeof(float) * (size_t)V * P);
+    int32_t toks[P + ST];
+    dsk_rng g = fresh_rng(0x9a7);
+    for (int i = 0; i < P; i++)
+        toks[i] = (int32_t)dsk_rng_below(&g, (uint64_t)V / 2);
+    int differ = 0, ranks = 0, calls = 0;
+    long long replays = 0;
+    engine_row rows[P];
+    for (int r = 0; r < 2; r++)
+        rk[r]->hook = NULL;
+    for (int call = 0; call <= ST; call++) {
+        int n = call == 0 ? P : 1;
+        int64_t len = call == 0 ? 0 : P + call - 1;
+        for (int mode = 0; mode < 2; mode++) { /* 0 eager, 1 graphs */
+            for (int r = 0; r < 2; r++) {
+                rk[r]->use_graphs = mode && rk[r]->xkind == GPU_XCHG_PEER;
+                must(cu.cuCtxSetCurrent(rk[r]->g.ctx) != CUDA_SUCCESS, "cuCtxSetCurrent");
+                if (call == 0)
+                    must(ops->seq_open(rk[r], 1, 256, 0), "a GPU sequence");
+            }
+            for (int i = 0; i < n; i++)
+                rows[i] = (engine_row){.seq = 1, .token = toks[len + i], .pos = (int)(len + i), .sample = i == n - 1,
+                                       .sp = SAMPLE_GREEDY, .top_logprobs = -1};
+            if (ranks_step(c, rk, ops, rows, n, len, lg[mode]))
+                goto out;
+            if (mode == 0) /* the same positions again, from graphs */
+                for (int r = 0; r < 2; r++) {
+                    must(cu.cuCtxSetCurrent(rk[r]->g.ctx) != CUDA_SUCCESS, "cuCtxSetCurrent");
+                    if (call == 0) {
+                        ops->seq_close(rk[r], 1);
+                    } else
+                        must(ops->commit(rk[r], 1, len + n, len), "a rollback");
+                }
+        }
+        size_t at = (size_t)(n - 1) * V, row = sizeof(float) * (size_t)V;
+        differ += memcmp(lg[0][0] + at, lg[1][0] + at, row) != 0;
+        ranks += memcmp(lg[1][0] + at, lg[1][1] + at, row) != 0 || memcmp(lg[0][0] + at, lg[0][1] + at, row) != 0;
+        if (call < ST)
+            toks[P + call] = sample_row(lg[1][0] + at, V, &SAMPLE_GREEDY, P + call, NULL);
+        calls++;
+    }
+    replays = rk[0]->graph_replays;
+    check(c, differ == 0 && ranks == 0 && (strcmp(xchg, "peer") || rk[0]->xkind != GPU_XCHG_PEER || replays > 0),
+          "engine_tp2", "graph == eager",
+          "%s: %d of %d calls' logits differ from eager, %d between the ranks; %lld rounds replayed", xchg, differ, calls,
+          ranks, replays);
+out:
+    for (int r = 0; r < 2; r++) {
+        cu.cuCtxSetCurrent(rk[r]->g.ctx);
+        ops->seq_close(rk[r], 1);
+    }
+    for (int m = 0; m < 2; m++)
+        for (int r = 0; r < 2; r++)
+            free(lg[m][r]);
+}
+
+static void run_tp2(gpu_ctx *c, const char *dir, const char *kit_path, const char *xchg)
+{
+    setenv("DSKIT_XCHG", xchg, 1);
     model_config cfg;
     must(model_config_load(dir, &cfg), "the model's config");
     int V = cfg.vocab_size, L = cfg.n_layers < MAXL ? cfg.n_layers : MAXL;
@@ -219,6 +315,7 @@ void test_engine_tp2(gpu_ctx *c)
         memset(&rr[r], 0, sizeof rr[r]);
         rr[r].rec = &rec;
         rr[r].rank = r;
+        rr[r].s = rk[r]->s;
         rk[r]->hook = rank_hook;
         rk[r]->hook_ctx = &rr[r];
     }
@@ -241,20 +338,16 @@ void test_engine_tp2(gpu_ctx *c)
         rec.call = call;
         step_job j1 = {one, ops, rows, n, len, len + n, lg1, 0, ""};
         run_step(&j1);
-        step_job jr[2];
-        pthread_t th[2];
-        for (int r = 0; r < 2; r++) {
-            jr[r] = (step_job){rk[r], ops, rows, n, len, len + n, lgr[r], 0, ""};
-            pthread_create(&th[r], NULL, run_step, &jr[r]);
-        }
-        for (int r = 0; r < 2; r++)
-            pthread_join(th[r], NULL);
-        must(cu.cuCtxSetCurrent(one->g.ctx) != CUDA_SUCCESS, "cuCtxSetCurrent");
-        if (j1.rc || jr[0].rc || jr[1].rc) {
-            check(c, 0, "engine_tp2", "a round", "one rank: %s; rank 0: %s; rank 1: %s", j1.err, jr[0].err, jr[1].err);
+        if (j1.rc) {
+            check(c, 0, "engine_tp2", "a round", "one rank: %s", j1.err);
             failed = 1;
             break;
         }
+        if (ranks_step(c, rk, ops, rows, n, len, lgr)) {
+            failed = 1;
+            break;
+        }
+        must(cu.cuCtxSetCurrent(one->g.ctx) != CUDA_SUCCESS, "cuCtxSetCurrent");
         len += n;
         size_t row = sizeof(float) * (size_t)V, at = (size_t)(n - 1) * V;
         ranks_differ += memcmp(lgr[0] + at, lgr[1] + at, row) != 0;
@@ -284,8 +377,11 @@ void test_engine_tp2(gpu_ctx *c)
             printf("engine_tp2: layer %d: attention %.2e, MoE %.2e against one rank\n", l, rr[0].err_attn[l],
                    rr[0].err_ffn[l]);
         }
+        printf("engine_tp2: the ranks exchange through %s (asked: %s)\n",
+               rk[0]->xkind == GPU_XCHG_PEER ? "peer memory" : "the host", xchg);
         check(c, ranks_differ == 0, "engine_tp2", "rank 0 == rank 1",
-              "%d differences in %d calls (sublayer outputs of %d layers, logits, caches)", ranks_differ, calls, L);
+              "%s: %d differences in %d calls (sublayer outputs of %d layers, logits, caches)", xchg, ranks_differ, calls,
+              L);
         check(c, worst_a <= TP2_TOL && worst_f <= TP2_TOL, "engine_tp2", "TP2 vs TP1 sublayers",
               "worst attention %.2e (layer %d), MoE %.2e (layer %d); gate %.0e", worst_a, wa, worst_f, wf, TP2_TOL);
         check(c, caches_differ == 0, "engine_tp2", "TP2 vs TP1 caches",
@@ -304,6 +400,8 @@ void test_engine_tp2(gpu_ctx *c)
                 free(rr[r].out[call][l]);
             }
         }
+    if (!failed)
+        graphs_check(c, rk, ops, V, xchg);
     for (int r = 0; r < 3; r++) {
         gpu_backend *b = r < 2 ? rk[r] : one;
         cu.cuCtxSetCurrent(b->g.ctx);
@@ -315,4 +413,17 @@ void test_engine_tp2(gpu_ctx *c)
     free(lgr[0]);
     free(lgr[1]);
     free(valid);
+}
+
+void test_engine_tp2(gpu_ctx *c)
+{
+    const char *dir = getenv("DSKIT_TEST_MODEL");
+    const char *kit_path = getenv("DSKIT_TEST_KIT");
+    if (!dir || !kit_path) {
+        printf("engine_tp2: skipped (DSKIT_TEST_MODEL names no model folder)\n");
+        return;
+    }
+    run_tp2(c, dir, kit_path, "peer");
+    run_tp2(c, dir, kit_path, "host");
+    unsetenv("DSKIT_XCHG");
 }

@@ -1,0 +1,179 @@
+/* GPU checks of the xchg family against runtime/ref/xchg.h: two ranks in this process (two streams on
+ * GPU 0, each with its own exchange region and descriptor, the other's region by its pointer) exchange
+ * fresh random parts, sums and gathers of decode and prompt sizes one after another (the counters and
+ * the alternating slots carry across them); each rank's result bit for bit the reference's; then a rank
+ * whose peer never comes stops at its bound and names it; bad arguments refused. Skipped on the kernel
+ * emulator, which runs one grid at a time: a rank's launch waits for the other's. */
+#include "kit/src/xchg_abi.cuh"
+#include "runtime/common/error.h"
+#include "runtime/common/rng.h"
+#include "runtime/common/util.h"
+#include "runtime/launch/xchg.h"
+#include "runtime/ref/xchg.h"
+#include "tests/gpu/gpu_check.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CAP ((int64_t)1 << 20)
+
+typedef struct {
+    CUdeviceptr region, local, desc, status;
+} rank_side;
+
+static void sides(rank_side *s, int tp, long long timeout_cycles)
+{
+    size_t flags = 2 * (size_t)CAP * 4, dbytes = 256;
+    for (int r = 0; r < tp; r++) {
+        s[r].region = dev_alloc(flags + XCHG_MAX_BLOCKS * 4);
+        dev_memset(s[r].region + flags, 0, XCHG_MAX_BLOCKS * 4);
+        s[r].local = dev_alloc(dbytes + (XCHG_MAX_BLOCKS + 1) * 4);
+        dev_memset(s[r].local + dbytes, 0, (XCHG_MAX_BLOCKS + 1) * 4);
+        s[r].desc = s[r].local;
+        s[r].status = s[r].local + dbytes + XCHG_MAX_BLOCKS * 4;
+    }
+    for (int r = 0; r < tp; r++) {
+        xchg_desc d;
+        memset(&d, 0, sizeof d);
+        for (int q = 0; q < tp; q++) {
+            d.slot[q] = (float *)(uintptr_t)s[q].region;
+            d.flag[q] = (unsigned *)(uintptr_t)(s[q].region + flags);
+        }
+        d.epoch = (unsigned *)(uintptr_t)(s[r].local + dbytes);
+        d.status = d.epoch + XCHG_MAX_BLOCKS;
+        d.cap = CAP;
+        d.timeout_cycles = timeout_cycles;
+        d.tp = tp;
+        d.rank = r;
+        dev_upload_to(s[r].desc, &d, sizeof d);
+    }
+}
+
+static void free_sides(rank_side *s, int tp)
+{
+    for (int r = 0; r < tp; r++) {
+        dev_free(s[r].region);
+        dev_free(s[r].local);
+    }
+}
+
+static void cu_ok(CUresult r, const char *what)
+{
+    must(r != CUDA_SUCCESS ? dsk_cu_fail(r, what) : 0, what);
+}
+
+static void fill_f32(dsk_rng *r, float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)((double)dsk_rng_below(r, 1u << 24) / (1 << 23) - 1.0) * 3.0f;
+}
+
+void test_xchg(gpu_ctx *c)
+{
+    if (!strncmp(c->g->name, "dskit emulator", 14)) {
+        printf("xchg: skipped (the emulator runs one grid at a time: two ranks' launches cannot meet)\n");
+        return;
+    }
+    enum { TP = 2 };
+    int khz = 0;
+    cu_ok(cu.cuDeviceGetAttribute(&khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, c->g->dev), "the clock rate");
+    rank_side s[TP];
+    sides(s, TP, (long long)khz * 1000LL * 10); /* 10 s */
+    CUstream st[TP];
+    st[0] = c->s;
+    cu_ok(cu.cuStreamCreate(&st[1], CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    dsk_rng r = fresh_rng(0x6c8);
+    /* (rows, cols) of each exchange: sums of 1, 16 and 1024 rows of 5120 and odd sizes; gathers of the head's
+     * halves (64640 columns) for 1, 16 and 64 rows */
+    struct {
+        int mode, rows, cols;
+    } xs[] = {{0, 1, 5120}, {0, 16, 5120}, {1, 1, 64640}, {0, 1, 5120}, {1, 16, 64640}, {0, 1, 3},
+              {0, 204, 5120}, {1, 3, 128}, {0, 7, 999}, {1, 16, 64640}, {0, 1, 5120}, {0, 1, 5120}};
+    int nx = (int)(sizeof xs / sizeof xs[0]), bad = 0, rounds = 3;
+    size_t most = (size_t)CAP;
+    float *part[TP], *got = xmalloc(most * TP * 4), *want = xmalloc(most * TP * 4);
+    CUdeviceptr dpart[TP], dout[TP];
+    for (int k = 0; k < TP; k++) {
+        part[k] = xmalloc(most * 4);
+        dpart[k] = dev_alloc(most * 4);
+        dout[k] = dev_alloc(most * TP * 4);
+    }
+    for (int round = 0; round < rounds; round++)
+        for (int i = 0; i < nx; i++) {
+            int64_t n = (int64_t)xs[i].rows * xs[i].cols;
+            for (int k = 0; k < TP; k++) {
+                fill_f32(&r, part[k], (size_t)n);
+                dev_upload_to(dpart[k], part[k], (size_t)n * 4);
+            }
+            for (int k = 0; k < TP; k++) {
+                int rc = xs[i].mode ? op_xchg_gather(c->k, st[k], s[k].desc, CAP, dpart[k], dout[k], xs[i].rows, xs[i].cols)
+                                    : op_xchg_sum(c->k, st[k], s[k].desc, CAP, dpart[k], dout[k], n);
+                must(rc, "an exchange");
+            }
+            for (int k = 0; k < TP; k++)
+                cu_ok(cu.cuStreamSynchronize(st[k]), "an exchange on the device");
+            const float *const parts[TP] = {part[0], part[1]};
+            size_t outn = (size_t)n * (xs[i].mode ? TP : 1);
+            if (xs[i].mode)
+                ref_xchg_gather(parts, TP, xs[i].rows, xs[i].cols, want);
+            else
+                ref_xchg_sum(parts, TP, n, want);
+            for (int k = 0; k < TP; k++) {
+                dev_download(got, dout[k], outn * 4);
+                bad += memcmp(got, want, outn * 4) != 0;
+            }
+        }
+    unsigned st0 = 1, st1 = 1;
+    dev_download(&st0, s[0].status, 4);
+    dev_download(&st1, s[1].status, 4);
+    check(c, bad == 0 && st0 == 0 && st1 == 0, "xchg", "2 ranks, sums and gathers",
+          "%d of %d results differ from the reference (%d exchanges a rank: 1 to 1024 rows of 5120, gathers of up to 16 "
+          "rows of 64640); status %u %u",
+          bad, rounds * nx * TP, rounds * nx, st0, st1);
+    /* an in-place sum (the engine's form) */
+    {
+        int64_t n = 16 * 5120;
+        for (int k = 0; k < TP; k++) {
+            fill_f32(&r, part[k], (size_t)n);
+            cu_ok(cu.cuMemcpyHtoDAsync(dout[k], part[k], (size_t)n * 4, st[k]), "an upload on the rank's stream");
+            must(op_xchg_sum(c->k, st[k], s[k].desc, CAP, dout[k], dout[k], n), "an exchange in place");
+        }
+        for (int k = 0; k < TP; k++)
+            cu_ok(cu.cuStreamSynchronize(st[k]), "an exchange on the device");
+        const float *const parts[TP] = {part[0], part[1]};
+        ref_xchg_sum(parts, TP, n, want);
+        int same = 1;
+        for (int k = 0; k < TP; k++) {
+            dev_download(got, dout[k], (size_t)n * 4);
+            same &= !memcmp(got, want, (size_t)n * 4);
+        }
+        check(c, same, "xchg", "in place (16 rows of 5120)", "both ranks %s", same ? "equal the reference" : "DIFFER");
+    }
+    free_sides(s, TP);
+    /* a peer that never comes: rank 0 alone, a bound of about 20 ms */
+    sides(s, TP, (long long)khz * 20);
+    double t0 = dsk_now();
+    must(op_xchg_sum(c->k, st[0], s[0].desc, CAP, dpart[0], dout[0], 5120), "a lone exchange");
+    cu_ok(cu.cuStreamSynchronize(st[0]), "a lone exchange on the device");
+    double dt = dsk_now() - t0;
+    unsigned lone = 0;
+    dev_download(&lone, s[0].status, 4);
+    check(c, lone == 2 && dt < 5.0, "xchg", "a peer that never comes",
+          "status %u (2: it waited for rank 1), returned after %.3f s (bound 20 ms of SM clock)", lone, dt);
+    free_sides(s, TP);
+    check(c, op_xchg_sum(c->k, st[0], 0, CAP, dpart[0], dout[0], 16) != 0, "xchg", "no descriptor", "refused: %s",
+          dsk_err_msg());
+    check(c, op_xchg_sum(c->k, st[0], s[0].desc, CAP, dpart[0], dout[0], CAP + 1) != 0, "xchg", "past the slots",
+          "refused: %s", dsk_err_msg());
+    check(c, op_xchg_gather(c->k, st[0], s[0].desc, CAP, dpart[0] + 4, dout[0], 1, 16) != 0, "xchg", "misaligned",
+          "refused: %s", dsk_err_msg());
+    cu.cuStreamDestroy(st[1]);
+    for (int k = 0; k < TP; k++) {
+        free(part[k]);
+        dev_free(dpart[k]);
+        dev_free(dout[k]);
+    }
+    free(got);
+    free(want);
+}
