@@ -163,23 +163,27 @@ class Pressure(unittest.TestCase):
 
     def test_pool(self):
         """A bounded pool (below parallel x context: each sequence reserves prompt + max_tokens + 1): two
-        cached sequences hold 222 of its 300 positions; a request for 171 evicts the least recent one only,
-        and then is cached itself beside the other."""
-        with Server("--draft", "off", "--parallel", "2", "--prompt-cache", "2", "--context", "256", "--pool", "300") as s:
-            for i in range(2):
-                ok(s.port, "/v1/completions", dict(sampled(None, max_tokens=100, ignore_eos=False, stop=["\n", " "]),
-                                                   prompt=[7100 + 30 * i + k for k in range(10)]))
-            self.assertTrue(gauge_is(s, "dskit_prompt_cache_sequences", 2))
-            self.assertEqual(metric(s.port, "dskit_pool_positions_used"), 222)
-            body = dict(sampled(1, max_tokens=150, ignore_eos=False, stop=["\n", " "]),
-                        prompt=[7300 + k for k in range(20)])
+        cached sequences hold 28 of its 40 positions; a request for 13 evicts the least recent one only. A
+        request whose prompt a cached sequence holds reuses it when that sequence's reservation covers it,
+        and not when it asks for more positions than that reservation has."""
+        def comp(prompt, max_tokens, seed=None):
+            body = dict(sampled(seed, max_tokens=max_tokens), prompt=prompt)
             b = ok(s.port, "/v1/completions", body)
-            self.assertEqual(cached(b), 0)  # no cached reservation covers 171 positions
-            self.assertEqual(metric(s.port, "dskit_prompt_cache_evictions_total"), 1)
-            self.assertTrue(gauge_is(s, "dskit_pool_positions_used", 111 + 171))
-            self.assertEqual(metric(s.port, "dskit_prompt_cache_sequences"), 2)
-            self.assertEqual(metric(s.port, "dskit_prompt_cache_positions"), 111 + 171)
             self.assertEqual(essence(b), essence(ok(PLAIN.port, "/v1/completions", body)))
+            return b
+        pa, pb, pc = [7100 + k for k in range(10)], [7200 + k for k in range(10)], [7300 + k for k in range(6)]
+        with Server("--draft", "off", "--parallel", "2", "--prompt-cache", "2", "--context", "32", "--pool", "40") as s:
+            comp(pa, 3)
+            comp(pb, 3, seed=2)
+            self.assertTrue(gauge_is(s, "dskit_prompt_cache_sequences", 2))
+            self.assertEqual(metric(s.port, "dskit_pool_positions_used"), 28)
+            self.assertEqual(cached(comp(pc, 6)), 0)
+            self.assertEqual(metric(s.port, "dskit_prompt_cache_evictions_total"), 1)  # a's, the least recent
+            self.assertTrue(gauge_is(s, "dskit_pool_positions_used", 14 + 13))
+            self.assertEqual(metric(s.port, "dskit_prompt_cache_positions"), 14 + 13)
+            self.assertEqual(cached(comp(pb, 3, seed=2)), len(pb) - 1)  # b's sequence: 14 positions, enough
+            self.assertEqual(cached(comp(pb, 8, seed=2)), 0)  # 19 positions: b's sequence cannot hold them
+            self.assertEqual(metric(s.port, "dskit_generations_finished_total", reason="error"), 0)
 
 
 def png(w, h, seed):
