@@ -235,8 +235,8 @@ int cmd_serve(int argc, char **argv)
     server *s = &srv;
     s->o = (serve_opts){.host = "127.0.0.1", .port = 8000, .tp = 1, .parallel = 8, .threads = 2,
                         .prefill_chunk = 256, .draft = 1, .prompt_cache = -1, .max_body = 8u << 20,
-                        .cache_mb = 4096, .timeout_s = 60, .max_connections = 256, .max_queue = 64, .default_max_tokens = 32768,
-                        .queue_timeout_s = 600, .drain_timeout_s = 600};
+                        .cache_mb = 4096, .timeout_s = 60, .max_connections = 256, .max_queue = 64,
+                        .default_max_tokens = 32768, .queue_timeout_s = 600, .drain_timeout_s = 600};
     if (parse(argc, argv, &s->o)) {
         fprintf(stderr, "dskit serve: %s\n%s", dsk_err_msg(), usage_text);
         return 2;

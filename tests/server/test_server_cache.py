@@ -8,10 +8,11 @@ idle sequences are evicted rather than any request waiting or failing for a sequ
 import base64
 import concurrent.futures
 import struct
+import subprocess
 import unittest
 import zlib
 
-from server_util import Server, metric, post, sse_events, tiny_vision_model, wait_until
+from server_util import DSKIT, Server, metric, post, sse_events, tiny_vision_model, wait_until
 
 CACHE = PLAIN = DRAFT = None
 
@@ -139,6 +140,14 @@ class CacheOff(unittest.TestCase):
         self.assertTrue(gauge_is(PLAIN, "dskit_sequences_open", 0))
         self.assertEqual(metric(PLAIN.port, "dskit_prompt_cache_sequences"), 0)
         self.assertIn("prompt cache 0", PLAIN.ready_line)
+
+    def test_bound(self):
+        """The cache keeps at most --parallel sequences: more is refused at start, naming both."""
+        p = subprocess.run([DSKIT, "serve", "--model", PLAIN.model, "--parallel", "4", "--prompt-cache", "5"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--prompt-cache 5: the cache keeps at most --parallel (4) sequences", p.stderr)
+        self.assertIn("prompt cache 2", CACHE.ready_line)  # the default: --parallel / 2
 
 
 class Pressure(unittest.TestCase):
