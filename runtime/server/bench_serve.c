@@ -144,8 +144,9 @@ static pid_t start_server(const bench_opts *o, int *port)
         dup2(p[1], 1);
         close(p[0]);
         close(p[1]);
+        /* every stream sends the same prompt: the prompt cache off, so each one's prefill is measured */
         execl("/proc/self/exe", "dskit", "serve", "--model", o->model_dir, "--port", "0", "--parallel", "16",
-              "--threads", threads, "--draft", o->draft ? "on" : "off", (char *)NULL);
+              "--threads", threads, "--draft", o->draft ? "on" : "off", "--prompt-cache", "0", (char *)NULL);
         _exit(127);
     }
     close(p[1]);

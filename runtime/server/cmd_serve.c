@@ -21,6 +21,7 @@ static const char usage_text[] =
     "                   [--send-buffer BYTES] [--max-connections N] [--queue N] [--queue-timeout S]\n"
     "                   [--drain-timeout S] [--prefill-chunk N] [--default-max-tokens N] [--threads N]\n"
     "                   [--cache-mb N] [--engram host|device|nvme:DIR] [--engram-cache-mb N]\n"
+    "                   [--prompt-cache N]\n"
     "  --model DIR            the checkpoint (config.json, safetensors, tokenizer.json)\n"
     "  --kit KIT              the kernel kit; --backend defaults to gpu with a kit, cpu without\n"
     "  --tp N                 tensor-parallel ranks (default 1)\n"
@@ -41,6 +42,8 @@ static const char usage_text[] =
     "  --queue-timeout S      a request waiting longer fails with 503 (default 600)\n"
     "  --drain-timeout S      on SIGTERM, how long running requests may take to finish (default 600)\n"
     "  --prefill-chunk N      prompt rows per round, so long prompts do not stall streams (default 256)\n"
+    "  --prompt-cache N       finished requests' sequences kept for prompt reuse (default parallel / 2, at\n"
+    "                         least 1; 0: off; at most --parallel)\n"
     "  --default-max-tokens N max_tokens when a request gives none (default 32768; capped by the context)\n"
     "  --threads N            cpu backend: worker threads (default 2)\n"
     "  --cache-mb N           cpu backend: decoded weights kept (default 4096)\n"
@@ -111,6 +114,7 @@ static int parse(int argc, char **argv, serve_opts *o)
         INT_OPT("--max-connections", 1, 65536, max_connections)
         INT_OPT("--queue", 1, 1 << 20, max_queue)
         INT_OPT("--prefill-chunk", 1, 1 << 16, prefill_chunk)
+        INT_OPT("--prompt-cache", 0, 1024, prompt_cache)
         INT_OPT("--default-max-tokens", 1, 1 << 30, default_max_tokens)
         INT_OPT("--threads", 1, 256, threads)
         INT_OPT("--cache-mb", 0, 1L << 24, cache_mb)
@@ -122,6 +126,11 @@ static int parse(int argc, char **argv, serve_opts *o)
     }
     if (!o->model_dir)
         return dsk_err("--model DIR is required");
+    if (o->prompt_cache < 0)
+        o->prompt_cache = o->parallel / 2 > 1 ? o->parallel / 2 : 1;
+    if (o->prompt_cache > o->parallel)
+        return dsk_err("--prompt-cache %d: the cache keeps at most --parallel (%d) sequences", o->prompt_cache,
+                       o->parallel);
     if (!o->backend)
         o->backend = o->kit ? "gpu" : "cpu";
     if (!o->served_name) {
@@ -198,7 +207,7 @@ static int load(server *s)
     if (srv_genv_init(&s->genv, s->tok, in->vocab))
         return -1;
     sched_opts so = {.prefill_chunk = s->o.prefill_chunk, .draft = s->o.draft, .max_queue = s->o.max_queue,
-                     .queue_timeout_s = s->o.queue_timeout_s, .genv = &s->genv};
+                     .queue_timeout_s = s->o.queue_timeout_s, .genv = &s->genv, .prompt_cache = s->o.prompt_cache};
     return sched_start(s->e, s->tok, &so, &s->metrics, &s->sched);
 }
 
@@ -212,9 +221,9 @@ static void ready_line(const server *s)
     else
         snprintf(pool, sizeof pool, "unbounded");
     printf("dskit serve: ready on http://%s%s%s:%d: model %s (%s), backend %s (%s), parallel %d, context %lld, "
-           "pool %s, drafting %s%s\n",
+           "pool %s, drafting %s, prompt cache %d%s\n",
            v6 ? "[" : "", s->o.host, v6 ? "]" : "", s->port, s->o.served_name, s->o.model_dir, in->backend,
-           in->device, in->max_seqs, (long long)s->context, pool, s->o.draft ? "on" : "off",
+           in->device, in->max_seqs, (long long)s->context, pool, s->o.draft ? "on" : "off", s->o.prompt_cache,
            s->keys.n ? ", API keys required" : "");
     fflush(stdout);
 }
@@ -228,9 +237,9 @@ int cmd_serve(int argc, char **argv)
     static server srv; /* the signal thread and MHD's threads outlive no part of it */
     server *s = &srv;
     s->o = (serve_opts){.host = "127.0.0.1", .port = 8000, .tp = 1, .parallel = 8, .threads = 2,
-                        .prefill_chunk = 256, .draft = 1, .max_body = 8u << 20, .cache_mb = 4096, .timeout_s = 60,
-                        .max_connections = 256, .max_queue = 64, .default_max_tokens = 32768,
-                        .queue_timeout_s = 600, .drain_timeout_s = 600};
+                        .prefill_chunk = 256, .draft = 1, .prompt_cache = -1, .max_body = 8u << 20,
+                        .cache_mb = 4096, .timeout_s = 60, .max_connections = 256, .max_queue = 64,
+                        .default_max_tokens = 32768, .queue_timeout_s = 600, .drain_timeout_s = 600};
     if (parse(argc, argv, &s->o)) {
         fprintf(stderr, "dskit serve: %s\n%s", dsk_err_msg(), usage_text);
         return 2;

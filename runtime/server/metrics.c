@@ -115,6 +115,18 @@ int metrics_render(srv_metrics *m, dsk_buf *o)
          counter(o, "dskit_prompt_tokens_total", "Prompt tokens of admitted requests", "counter",
                  (double)m->prompt_tokens) ||
          counter(o, "dskit_generation_tokens_total", "Tokens generated", "counter", (double)m->generated_tokens) ||
+         counter(o, "dskit_prompt_cache_hits_total",
+                 "Admitted requests that reused a cached sequence's prefix (prompt cache)", "counter",
+                 (double)m->cache_hits) ||
+         counter(o, "dskit_prompt_cache_misses_total",
+                 "Admitted requests that found no cached prefix to reuse (with the prompt cache on)", "counter",
+                 (double)m->cache_misses) ||
+         counter(o, "dskit_prompt_tokens_reused_total",
+                 "Prompt positions taken from cached sequences instead of being prefilled", "counter",
+                 (double)m->cache_reused) ||
+         counter(o, "dskit_prompt_cache_evictions_total",
+                 "Cached sequences closed to make room (least recently kept first) or to keep the cache's bound",
+                 "counter", (double)m->cache_evictions) ||
          counter(o, "dskit_draft_tokens_proposed_total", "DSpark draft tokens put into verify windows", "counter",
                  (double)m->draft_proposed) ||
          counter(o, "dskit_draft_tokens_accepted_total", "DSpark draft tokens accepted by verification", "counter",
@@ -155,9 +167,14 @@ int metrics_render(srv_metrics *m, dsk_buf *o)
          counter(o, "dskit_streams_held",
                  "Streams whose generation waits for their client to read (SCHED_AHEAD tokens unsent)", "gauge",
                  m->held) ||
-         counter(o, "dskit_sequences_open", "Engine sequences open", "gauge", m->seqs_open) ||
-         counter(o, "dskit_pool_positions_used", "KV positions reserved by open sequences", "gauge",
-                 (double)m->pool_used) ||
+         counter(o, "dskit_sequences_open", "Engine sequences open (the prompt cache's included)", "gauge",
+                 m->seqs_open) ||
+         counter(o, "dskit_prompt_cache_sequences", "Idle sequences kept by the prompt cache", "gauge",
+                 m->cache_seqs) ||
+         counter(o, "dskit_prompt_cache_positions", "KV positions reserved by the prompt cache's sequences",
+                 "gauge", (double)m->cache_positions) ||
+         counter(o, "dskit_pool_positions_used", "KV positions reserved by open sequences (cached ones included)",
+                 "gauge", (double)m->pool_used) ||
          counter(o, "dskit_pool_positions_total", "KV positions the pool holds (0: unbounded)", "gauge",
                  (double)m->pool_total);
     for (int h = 0; !rc && h < HIST_COUNT; h++)

@@ -50,13 +50,16 @@ typedef struct {
     uint64_t draft_proposed, draft_accepted;
     uint64_t rounds, round_rows;
     uint64_t grammar_masks, grammar_draft_cut; /* structured output: masks made, drafts the grammar refused */
+    uint64_t cache_hits, cache_misses; /* prompt cache: admitted requests that reused a prefix, or found none */
+    uint64_t cache_reused, cache_evictions; /* prompt positions not prefilled again; cached sequences closed */
     double grammar_s;                  /* scheduler time computing masks */
     engine_engram_stats engram;     /* the engine's Engram store, as of the last round */
     uint64_t finished[5];              /* by reason: stop, length, tool_calls, error, cancelled */
     double engine_s, overhead_s;       /* scheduler wall time in engine calls and in its own bookkeeping */
     double overhead_cpu_s;             /* the bookkeeping's CPU time on the scheduler thread */
-    int running, queued, held, seqs_open;
+    int running, queued, held, seqs_open, cache_seqs;
     int64_t pool_used, pool_total;     /* positions; pool_total 0: unbounded */
+    int64_t cache_positions;           /* reserved by the cached sequences (within pool_used) */
     metrics_hist hist[HIST_COUNT];
 } srv_metrics;
 

@@ -110,8 +110,10 @@ static json_t *completion_logprobs(const oai_writer *w, const int32_t *toks, con
 
 static json_t *usage(const srv_req *r)
 {
-    return json_pack("{s:i, s:i, s:i}", "prompt_tokens", r->n_prompt, "completion_tokens", r->n_tokens,
-                     "total_tokens", r->n_prompt + r->n_tokens);
+    /* prompt_tokens stays the whole prompt; cached_tokens (OpenAI's field) is the part the prompt cache held */
+    return json_pack("{s:i, s:i, s:i, s:{s:I}}", "prompt_tokens", r->n_prompt, "completion_tokens", r->n_tokens,
+                     "total_tokens", r->n_prompt + r->n_tokens, "prompt_tokens_details", "cached_tokens",
+                     (json_int_t)r->n_cached);
 }
 
 const char *oai_finish_reason(const oai_writer *w, int fin)

@@ -52,6 +52,7 @@ typedef struct srv_req {
     pthread_cond_t cv;    /* CLOCK_MONOTONIC */
     unsigned version;     /* bumped on every change */
     int admitted;         /* holds a sequence */
+    int64_t n_cached;     /* prompt positions reused from the prompt cache (set at admission) */
     int done;             /* nothing more will be published */
     int finish;           /* FIN_* once done */
     int status;           /* FIN_ERROR: the HTTP status */

@@ -1,5 +1,6 @@
-/* The scheduler thread (sched.h): the tasks the HTTP threads post, the queue and admission, the loop
- * (drain tasks, expire, admit, one round: sched_round.c), and its life cycle. */
+/* The scheduler thread (sched.h): the tasks the HTTP threads post, the queue and admission (a cached
+ * sequence reused, or a fresh one: sched_cache.c), the loop (drain tasks, expire, admit, one round:
+ * sched_round.c), and its life cycle. */
 #include "runtime/server/sched_internal.h"
 #include "runtime/common/error.h"
 
@@ -136,30 +137,55 @@ static void expire(sched *s)
     }
 }
 
+/* A sequence for r: a cached one whose committed ids (and images) start as r's prompt does, rolled back or
+ * extended to the common prefix (*keep), or a fresh one (*keep 0), made room for by evicting idle cached
+ * sequences. 1: got one (its reservation counted in pool_used); 0: r must wait; -1: r failed (finished). */
+static int sequence_for(sched *s, srv_req *r, int *seq, int64_t *reserve, int64_t *hi, int64_t *keep)
+{
+    *hi = *keep = 0;
+    if (sched_cache_take(s, r, seq, reserve, hi, keep))
+        return 1;
+    *reserve = sched_fresh_reserve(s, r);
+    if (!sched_cache_room(s, *reserve))
+        return 0;
+    int draft = s->o.draft && s->B > 0, rc;
+    /* the gpu's pool can be fragmented even with the positions free: an idle sequence goes first */
+    while ((rc = engine_seq_open(s->e, *reserve, draft ? ENGINE_SEQ_DRAFT : 0, seq)) && s->pc.n)
+        sched_cache_evict(s, pc_lru(&s->pc));
+    if (rc) {
+        fprintf(stderr, "dskit serve: request %s: %s\n", r->id, dsk_err_msg());
+        srv_req_fail(r, 500, "server_error", NULL, "request %s: opening its sequence: %s", r->id, dsk_err_msg());
+        pop_waiting(s);
+        finish_unadmitted(s, r, FIN_ERROR);
+        return -1;
+    }
+    s->pool_used += *reserve;
+    return 1;
+}
+
 /* First come, first served: the head of the queue waits for room rather than being overtaken. */
 static void admit(sched *s)
 {
     while (s->n_waiting) {
         srv_req *r = s->waiting[0];
-        if (s->n_open == s->n_slots || (s->info->pool > 0 && s->pool_used + r->reserve > s->info->pool))
+        int seq;
+        int64_t reserve, hi, keep;
+        int got = sequence_for(s, r, &seq, &reserve, &hi, &keep);
+        if (got == 0)
             return;
-        int draft = s->o.draft && s->B > 0, seq;
-        if (engine_seq_open(s->e, r->reserve, draft ? ENGINE_SEQ_DRAFT : 0, &seq)) {
-            fprintf(stderr, "dskit serve: request %s: %s\n", r->id, dsk_err_msg());
-            srv_req_fail(r, 500, "server_error", NULL, "request %s: opening its sequence: %s", r->id, dsk_err_msg());
-            pop_waiting(s);
-            finish_unadmitted(s, r, FIN_ERROR);
+        if (got < 0)
             continue;
-        }
-        /* its images: the tower runs now, each span placed before any of the prompt's rows */
+        /* its images past the reused prefix (those inside it are the cached sequence's, the same keys at the
+         * same places): the tower runs now, each span placed before any of the prompt's rows */
         int k = 0;
         for (; k < r->images.n_images; k++)
-            if (engine_seq_image(s->e, seq, r->images.pos[k], &r->images.images[k], NULL))
+            if (r->images.pos[k] >= keep && engine_seq_image(s->e, seq, r->images.pos[k], &r->images.images[k], NULL))
                 break;
         if (k < r->images.n_images) {
             fprintf(stderr, "dskit serve: request %s: image %d: %s\n", r->id, k, dsk_err_msg());
             srv_req_fail(r, 500, "server_error", NULL, "request %s: image %d: %s", r->id, k, dsk_err_msg());
             engine_seq_close(s->e, seq);
+            s->pool_used -= reserve;
             pop_waiting(s);
             finish_unadmitted(s, r, FIN_ERROR);
             continue;
@@ -171,31 +197,37 @@ static void admit(sched *s)
         int32_t *toks = sl->toks;
         srv_logprob *lps = sl->lps;
         dsk_buf text = sl->text;
-        *sl = (slot){.r = r, .seq = seq, .admit_no = s->admissions++, .draft = draft, .toks = toks, .lps = lps,
-                     .text = text};
+        *sl = (slot){.r = r, .seq = seq, .reserve = reserve, .hi = hi, .admit_no = s->admissions++,
+                     .n_fed = (int)keep, .draft = s->o.draft && s->B > 0, .toks = toks, .lps = lps, .text = text};
         srv_detok_init(&sl->dt, s->tok, r->gen.stops, r->gen.n_stops);
         if (r->gen.grammar && srv_cseq_open(&sl->cs, s->o.genv, r->gen.grammar, r->gen.think_first, s->window)) {
             fprintf(stderr, "dskit serve: request %s: %s\n", r->id, dsk_err_msg());
             srv_req_fail(r, 500, "server_error", NULL, "request %s: %s", r->id, dsk_err_msg());
             srv_detok_free(&sl->dt);
             engine_seq_close(s->e, seq);
+            s->pool_used -= reserve;
             sl->r = NULL;
             finish_unadmitted(s, r, FIN_ERROR);
             continue;
         }
         s->n_open++;
-        s->pool_used += r->reserve;
         pthread_mutex_lock(&s->mu);
         s->n_pending--;
         s->n_running++;
         pthread_mutex_unlock(&s->mu);
         pthread_mutex_lock(&r->mu);
         r->admitted = 1;
+        r->n_cached = keep;
         r->version++;
         pthread_cond_broadcast(&r->cv);
         pthread_mutex_unlock(&r->mu);
         metrics_lock(s->m);
         s->m->prompt_tokens += (uint64_t)r->n_prompt;
+        if (keep) {
+            s->m->cache_hits++;
+            s->m->cache_reused += (uint64_t)keep;
+        } else if (s->pc.cap)
+            s->m->cache_misses++;
         metrics_unlock(s->m);
         metrics_observe(s->m, HIST_QUEUE, dsk_now() - r->t_arrival, 1);
     }
@@ -207,7 +239,11 @@ static void gauges(sched *s)
     s->m->running = s->n_open;
     s->m->queued = s->n_waiting;
     s->m->held = s->n_open ? s->n_held : 0;
-    s->m->seqs_open = s->n_open;
+    s->m->seqs_open = s->n_open + s->pc.n;
+    s->m->cache_seqs = s->pc.n;
+    s->m->cache_positions = 0;
+    for (int i = 0; i < s->pc.n; i++)
+        s->m->cache_positions += s->pc.e[i].reserve;
     s->m->pool_used = s->pool_used;
     s->m->pool_total = s->info->pool;
     metrics_unlock(s->m);
@@ -248,6 +284,7 @@ static void *sched_main(void *arg)
     for (int i = 0; i < s->n_slots; i++)
         if (s->slots[i].r)
             sched_end_slot(s, &s->slots[i], FIN_CANCELLED);
+    sched_cache_clear(s);
     gauges(s);
     return NULL;
 }
@@ -262,6 +299,7 @@ static void sched_free(sched *s)
         free(s->slots[i].lps);
     }
     free(s->slots);
+    pc_free(&s->pc);
     free(s->waiting);
     free(s->rows);
     free(s->eo.tokens);
@@ -303,6 +341,15 @@ int sched_start(engine *e, const dsk_tokenizer *tok, const sched_opts *o, srv_me
     if (s->cap_rows > s->info->max_rows) {
         dsk_err("scheduler: a round may carry %d rows (prefill chunk %d + %d sequences x %d), the engine takes %d",
                 s->cap_rows, o->prefill_chunk, s->n_slots, s->window, s->info->max_rows);
+        sched_free(s);
+        return -1;
+    }
+    if (o->prompt_cache < 0 || o->prompt_cache > s->n_slots) {
+        dsk_err("scheduler: a prompt cache of %d sequences asked; the engine opens %d", o->prompt_cache, s->n_slots);
+        sched_free(s);
+        return -1;
+    }
+    if (pc_init(&s->pc, o->prompt_cache)) {
         sched_free(s);
         return -1;
     }

@@ -4,7 +4,9 @@
  * decode row (or a DSpark verify window) per decoding sequence and up to prefill_chunk prompt rows of
  * the sequences still reading their prompts. Each sequence keeps exactly the positions, sampling keys
  * and accept rule of the single-sequence loop (runtime/engine/generate.c), so its tokens are those it
- * gets alone. */
+ * gets alone. A request that ends normally leaves its sequence open, idle, in the prompt cache: a later
+ * request whose prompt starts the same (token ids and image keys) reuses it and prefills only the rest;
+ * an idle sequence is evicted before any request waits for its room. */
 #ifndef DSK_SERVER_SCHED_H
 #define DSK_SERVER_SCHED_H
 
@@ -20,6 +22,7 @@ typedef struct {
     int max_queue;          /* requests that may wait for a sequence or pool room */
     double queue_timeout_s; /* a request that waited this long fails with 503 */
     const srv_genv *genv;   /* structured output (requests whose gen.grammar is set) */
+    int prompt_cache;       /* finished requests' sequences kept for prefix reuse (0: off; <= max_seqs) */
 } sched_opts;
 
 typedef struct sched sched;

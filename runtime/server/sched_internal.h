@@ -1,10 +1,11 @@
-/* The scheduler's state, shared by its two files: sched.c (tasks, admission, the thread, life cycle) and
- * sched_round.c (one round: rows, the step, accepting, publishing). Only the scheduler thread touches
- * what is not under mu. */
+/* The scheduler's state, shared by its files: sched.c (tasks, admission, the thread, life cycle),
+ * sched_round.c (one round: rows, the step, accepting, publishing) and sched_cache.c (the prompt cache's
+ * sequences). Only the scheduler thread touches what is not under mu. */
 #ifndef DSK_SERVER_SCHED_INTERNAL_H
 #define DSK_SERVER_SCHED_INTERNAL_H
 
 #include "runtime/server/detok.h"
+#include "runtime/server/prompt_cache.h"
 #include "runtime/server/sched.h"
 
 #include <time.h>
@@ -22,6 +23,8 @@ enum { FILL_NONE, FILL_WINDOW, FILL_FIRST }; /* a verify window's (or decode row
 typedef struct {
     srv_req *r;        /* NULL: free */
     int seq;
+    int64_t reserve;   /* the sequence's reservation (at least r->reserve) */
+    int64_t hi;        /* one past the highest position its steps ran (the engine's rollback window) */
     uint64_t admit_no; /* prompt chunks go to the earliest admitted first */
     int n_fed;         /* prompt rows committed */
     int n_out;         /* tokens drawn */
@@ -61,8 +64,9 @@ struct sched {
     srv_req **waiting;
     int n_waiting;
     slot *slots;
-    int n_slots, n_open, n_held;
-    int64_t pool_used;
+    int n_slots, n_open, n_held; /* n_open: sequences of running requests */
+    prompt_cache pc;             /* idle sequences of finished requests: n_open + pc.n <= n_slots */
+    int64_t pool_used;           /* reserved by every open sequence, the cached ones too */
     uint64_t admissions;
     engine_row *rows;
     int cap_rows;
@@ -94,6 +98,25 @@ static inline double thread_cpu(void)
         (s)->engine_s += dsk_now() - w_;                                                                           \
     } while (0)
 
+
+/* sched_cache.c */
+/* The reservation of a fresh sequence for r: the whole context where that can never keep another request
+ * waiting (the cache on and the pool unbounded or at least n_slots x context), so that the conversation's
+ * next turn fits it; else r->reserve. */
+int64_t sched_fresh_reserve(const sched *s, const srv_req *r);
+/* Evict cached sequences, least recent first, until a fresh one of `need` positions has a sequence and
+ * pool room; 0 when it cannot have them even with the cache empty. */
+int sched_cache_room(sched *s, int64_t need);
+/* Close cached sequence i. */
+void sched_cache_evict(sched *s, int i);
+/* The cached sequence r reuses: 1 with *seq committed to *keep (rolled back or as it was), its reservation
+ * and hi; 0: none (the cache off, nothing usable, or the roll back refused: that sequence is closed). */
+int sched_cache_take(sched *s, const srv_req *r, int *seq, int64_t *reserve, int64_t *hi, int64_t *keep);
+/* A request that ended normally: keep its sequence (the least recent evicted when the cache is full);
+ * 1 when kept, 0 when the caller must close it. */
+int sched_cache_keep(sched *s, const slot *sl);
+/* Close every cached sequence. */
+void sched_cache_clear(sched *s);
 
 /* sched_round.c */
 /* One round; returns its rows (0: nothing could run, every open sequence being a held stream). */

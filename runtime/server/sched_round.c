@@ -1,7 +1,7 @@
 /* One scheduler round (sched_internal.h): draft for every decoding sequence that drafts (one engine_draft
  * call), build one step (decode rows and verify windows first, then prompt chunks), run it, accept and
  * commit per sequence as generate.c does, publish each request's new tokens and text under its own lock,
- * free the sequences that ended. */
+ * free the slots that ended (their sequences kept in the prompt cache when they ended normally). */
 #include "runtime/common/error.h"
 #include "runtime/server/sched_internal.h"
 
@@ -80,12 +80,15 @@ static void publish(sched *s, slot *sl)
         sl->fin = FIN_ERROR;
 }
 
-/* Free the slot's sequence; the request must have been published as done. */
+/* Free the slot: its sequence goes to the prompt cache when the request ended normally, else it is closed;
+ * the request must have been published as done. */
 static void release(sched *s, slot *sl)
 {
-    engine_seq_close(s->e, sl->seq);
+    if (!sched_cache_keep(s, sl)) {
+        engine_seq_close(s->e, sl->seq);
+        s->pool_used -= sl->reserve;
+    }
     srv_cseq_close(&sl->cs); /* every end (finish, cancel, disconnect, error, stop) passes here */
-    s->pool_used -= sl->r->reserve;
     s->n_open--;
     srv_detok_free(&sl->dt);
     srv_req_unref(sl->r);
@@ -378,6 +381,11 @@ int sched_round(sched *s)
         fills += s->slots[i].r && s->slots[i].n_rows && s->slots[i].fill != FILL_NONE;
     engine_fill fill = {fill_masks, s};
     ENGINE_CALL(s, rc, engine_step_fill(s->e, s->rows, n, &s->eo, fills ? &fill : NULL));
+    for (int i = 0; i < s->n_slots; i++) { /* what ran counts for the rollback window, even on a failure */
+        slot *sl = &s->slots[i];
+        if (sl->r && sl->n_rows && s->rows[sl->row0].pos + sl->n_rows > sl->hi)
+            sl->hi = s->rows[sl->row0].pos + sl->n_rows;
+    }
     /* the Engram store's counters, before any reply of this round goes out (a failed read is counted by
      * the time its request's error is seen) */
     engine_engram_stats eg;

@@ -18,6 +18,7 @@
 typedef struct {
     const char *model_dir, *kit, *backend, *host, *served_name, *api_key_file, *engram, *devices;
     int port, tp, parallel, threads, prefill_chunk, draft;
+    int prompt_cache;          /* sequences the prompt cache keeps (-1: parallel / 2, at least 1) */
     int64_t context, pool;
     size_t max_body, cache_mb, send_buffer, engram_cache_mb;
     int timeout_s, max_connections, max_queue, default_max_tokens;

@@ -77,6 +77,22 @@ const char *st_shape_str(int ndim, const int64_t *shape, char *buf, size_t cap)
     return buf;
 }
 
+const char *st_name_canonical(const char *stored)
+{
+    static const char *const prefixed[] = {"vision.", "aligner."};
+    static const char *const whole[] = {"image_start", "image_end", "image_newline"};
+    if (strncmp(stored, "model.", 6))
+        return stored;
+    const char *rest = stored + 6;
+    for (size_t i = 0; i < sizeof prefixed / sizeof prefixed[0]; i++)
+        if (!strncmp(rest, prefixed[i], strlen(prefixed[i])))
+            return rest;
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++)
+        if (!strcmp(rest, whole[i]))
+            return rest;
+    return stored;
+}
+
 /* A non-negative JSON integer, or -1. */
 static int64_t json_count(const json_t *v)
 {
@@ -225,7 +241,8 @@ static int parse_shard(st_set *set, st_shard *sh)
             goto out;
         size_t kl = strlen(key) + 1;
         memcpy(np, key, kl);
-        t->name = np;
+        t->stored_name = np;
+        t->name = st_name_canonical(np);
         np += kl;
         t->data = data + spans[i].begin;
         t->file = sh->path;
@@ -300,16 +317,22 @@ static int add_shard(st_set *set, const char *path)
     return 0;
 }
 
-/* Index every tensor by name; a name in two shards is an error. */
+/* Index every tensor by its inference-style name; a name in two shards, or stored both HF-style and
+ * inference-style, is an error. */
 static int build_index(st_set *set)
 {
     for (int i = 0; i < set->count; i++) {
         int prior;
-        if (name_table_insert(&set->index, set->tensors[i].name, i, &prior) != 0)
+        const st_tensor *t = &set->tensors[i];
+        if (name_table_insert(&set->index, t->name, i, &prior) != 0)
             return -1;
-        if (prior >= 0)
-            return dsk_err("tensor '%s' appears in both %s and %s", set->tensors[i].name,
-                           set->tensors[prior].file, set->tensors[i].file);
+        if (prior < 0)
+            continue;
+        const st_tensor *p = &set->tensors[prior];
+        if (strcmp(p->stored_name, t->stored_name))
+            return dsk_err("tensor '%s' is stored twice, as '%s' (%s) and as '%s' (%s)", t->name, p->stored_name,
+                           p->file, t->stored_name, t->file);
+        return dsk_err("tensor '%s' appears in both %s and %s", t->name, p->file, t->file);
     }
     return 0;
 }
@@ -380,20 +403,22 @@ static int open_indexed(st_set *set, const char *dir, const char *index_path)
         const char *base = strrchr(set->shards[s].path, '/') + 1;
         for (int i = 0; i < set->shards[s].count; i++) {
             const st_tensor *t = &set->tensors[set->shards[s].first + i];
-            const char *listed = json_string_value(json_object_get(map, t->name));
+            const char *listed = json_string_value(json_object_get(map, t->stored_name));
             if (!listed) {
-                dsk_err("%s: tensor '%s' of shard %s is not listed in the index", index_path, t->name, base);
+                dsk_err("%s: tensor '%s' of shard %s is not listed in the index", index_path, t->stored_name,
+                        base);
                 goto out;
             }
             if (strcmp(listed, base)) {
-                dsk_err("%s: tensor '%s' is in shard %s but the index names %s", index_path, t->name,
+                dsk_err("%s: tensor '%s' is in shard %s but the index names %s", index_path, t->stored_name,
                         base, listed);
                 goto out;
             }
         }
     }
     json_object_foreach(map, key, val) {
-        if (!st_get(set, key)) {
+        const st_tensor *t = st_get(set, st_name_canonical(key));
+        if (!t || strcmp(t->stored_name, key)) {
             dsk_err("%s: the index lists tensor '%s' in shard %s, which has no such tensor", index_path,
                     key, json_string_value(val));
             goto out;

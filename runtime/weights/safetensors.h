@@ -38,7 +38,8 @@ const char *st_dtype_name(st_dtype dtype);
 int st_dtype_parse(const char *name, st_dtype *out);
 
 typedef struct {
-    const char *name;        /* owned by the set */
+    const char *name;        /* owned by the set; inference-style (st_name_canonical) */
+    const char *stored_name; /* as the file spells it: differs from name for an HF-style vision name */
     st_dtype dtype;
     int ndim;                /* 0 for a scalar */
     int64_t shape[ST_MAX_DIMS];
@@ -46,6 +47,11 @@ typedef struct {
     size_t nbytes;           /* = product(shape) * st_dtype_size(dtype) */
     const char *file;        /* path of the shard holding it */
 } st_tensor;
+
+/* The inference-style name of a stored name (vision.md §4): the HF-style vision names `model.vision.*`,
+ * `model.aligner.*`, `model.image_start`, `model.image_end` and `model.image_newline` lose their `model.`
+ * prefix; every other name is its own. Returns a suffix of stored (nothing is allocated). */
+const char *st_name_canonical(const char *stored);
 
 /* "[a, b, c]" into buf (for messages); a negative extent (a wildcard) prints as "*". */
 const char *st_shape_str(int ndim, const int64_t *shape, char *buf, size_t cap);

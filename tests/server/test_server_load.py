@@ -94,9 +94,13 @@ class Load(unittest.TestCase):
             self.assertEqual(errors, [])
             for i, (path, body) in enumerate(reqs):
                 self.assertEqual(got[i], want[(path, repr(body))], "request %d" % i)
-            for name in ("dskit_requests_running", "dskit_requests_queued", "dskit_sequences_open",
-                         "dskit_pool_positions_used"):  # gauges: set at the end of the scheduler's round
+            for name in ("dskit_requests_running", "dskit_requests_queued"):  # gauges: set at the end of a round
                 self.assertTrue(wait_until(lambda: metric(s.port, name) == 0, 5), name)
+            # what stays open is the prompt cache's (at most --parallel / 2 sequences), nothing else
+            self.assertLessEqual(metric(s.port, "dskit_prompt_cache_sequences"), 4)
+            self.assertEqual(metric(s.port, "dskit_sequences_open"), metric(s.port, "dskit_prompt_cache_sequences"))
+            self.assertEqual(metric(s.port, "dskit_pool_positions_used"), metric(s.port, "dskit_prompt_cache_positions"))
+            self.assertGreater(metric(s.port, "dskit_prompt_cache_hits_total"), 0)
             done = sum(metric(s.port, "dskit_requests_total", route=r, status="200")
                        for r in ("/v1/chat/completions", "/v1/completions"))
             self.assertEqual(done, REQUESTS + len(want))

@@ -1,6 +1,7 @@
 /* The server's pure parts: SHA-256 (FIPS 180-4 vectors), the key file and the key check, stop strings over
  * streamed tokens (random texts and stops, the real tokenizer), OpenAI request checks, and the reply writer
- * on DSML tool calls (the tiny model's random weights never write one, so the end-to-end tests cannot). */
+ * on DSML tool calls (the tiny model's random weights never write one, so the end-to-end tests cannot), and
+ * the prompt cache's prefix rule and choice against brute force. */
 #include "tests/common/test_util.h"
 
 #include "runtime/common/error.h"
@@ -12,6 +13,7 @@
 #include "runtime/server/oai_parse.h"
 #include "runtime/server/oai_reply.h"
 #include "runtime/server/prepare.h"
+#include "runtime/server/prompt_cache.h"
 #include "runtime/server/sha256.h"
 
 #include <string.h>
@@ -604,6 +606,196 @@ static void test_error_text(void **state)
     assert_non_null(strstr(e.message, "\\x1A"));
 }
 
+/* ---- the prompt cache ---- */
+
+enum { PC_IMG = 129264 };
+
+/* Whether a prefix of length l is allowed: every span starting below l, in a or in b, ends by l and is in
+ * the other with the same position, length and key. The rule's definition, checked position by position. */
+static int pc_valid(const pc_span *a, int na, const pc_span *b, int nb, int64_t l)
+{
+    for (int side = 0; side < 2; side++) {
+        const pc_span *x = side ? b : a, *y = side ? a : b;
+        int nx = side ? nb : na, ny = side ? na : nb;
+        for (int i = 0; i < nx; i++) {
+            if (x[i].pos >= l)
+                continue;
+            if (x[i].pos + x[i].len > l)
+                return 0;
+            int found = 0;
+            for (int j = 0; j < ny; j++)
+                found |= y[j].pos == x[i].pos && y[j].len == x[i].len && y[j].key == x[i].key;
+            if (!found)
+                return 0;
+        }
+    }
+    return 1;
+}
+
+static int64_t pc_brute(const int32_t *a, int64_t na, const pc_span *sa, int nsa, const int32_t *b, int64_t nb,
+                        const pc_span *sb, int nsb, int64_t limit)
+{
+    int64_t l = 0;
+    while (l < na && l < nb && l < limit && a[l] == b[l])
+        l++;
+    while (!pc_valid(sa, nsa, sb, nsb, l))
+        l--;
+    return l;
+}
+
+/* Random spans over [0, n): some gaps, lengths 4..12, keys from a small set (so equal keys happen). */
+static int random_spans(int64_t n, pc_span *sp, int max, int32_t *tokens)
+{
+    int k = 0;
+    for (int64_t p = (int64_t)dsk_rng_below(&R, 6); k < max;) {
+        int64_t len = 4 + (int64_t)dsk_rng_below(&R, 9);
+        if (p + len > n)
+            break;
+        sp[k++] = (pc_span){p, len, 1 + dsk_rng_below(&R, 3)};
+        for (int64_t i = p; i < p + len; i++)
+            tokens[i] = PC_IMG;
+        p += len + (int64_t)dsk_rng_below(&R, 8);
+    }
+    return k;
+}
+
+/* Two prompts that share a random-length start (ids, and spans copied with it, a key changed sometimes),
+ * compared by pc_common_prefix and by the rule's definition, at random limits. */
+static void test_prompt_cache_prefix(void **state)
+{
+    (void)state;
+    int64_t hits = 0, cut = 0;
+    for (int iter = 0; iter < 4000; iter++) {
+        int32_t a[96], b[96];
+        pc_span sa[8], sb[8];
+        int64_t na = 1 + (int64_t)dsk_rng_below(&R, 96), nb = 1 + (int64_t)dsk_rng_below(&R, 96);
+        for (int i = 0; i < 96; i++) {
+            a[i] = (int32_t)dsk_rng_below(&R, 4);
+            b[i] = (int32_t)dsk_rng_below(&R, 4);
+        }
+        int nsa = random_spans(na, sa, 8, a), nsb;
+        /* b: a's first `shared` positions (ids and the spans inside), then its own */
+        int64_t shared = (int64_t)dsk_rng_below(&R, (uint64_t)(na < nb ? na : nb) + 1);
+        memcpy(b, a, sizeof(int32_t) * (size_t)shared);
+        nsb = 0;
+        for (int i = 0; i < nsa; i++)
+            if (sa[i].pos + sa[i].len <= shared || (sa[i].pos < shared && sa[i].pos + sa[i].len <= nb)) {
+                sb[nsb] = sa[i];
+                if (dsk_rng_below(&R, 5) == 0)
+                    sb[nsb].key ^= 0x100; /* another image, the same ids */
+                if (dsk_rng_below(&R, 9) == 0 && sb[nsb].pos + sb[nsb].len < nb)
+                    sb[nsb].len++; /* another size: one position more */
+                for (int64_t p = sb[nsb].pos; p < sb[nsb].pos + sb[nsb].len; p++)
+                    b[p] = PC_IMG;
+                nsb++;
+            }
+        pc_entry c = {.tokens = a, .n_tokens = na, .spans = sa, .n_spans = nsa};
+        pc_query q = {b, nb, sb, nsb, 0};
+        int64_t limit = dsk_rng_below(&R, 4) ? nb : (int64_t)dsk_rng_below(&R, (uint64_t)nb + 1);
+        int64_t got = pc_common_prefix(&c, &q, limit);
+        int64_t want = pc_brute(a, na, sa, nsa, b, nb, sb, nsb, limit);
+        if (got != want)
+            fail_msg("iteration %d: common prefix %lld, the rule gives %lld", iter, (long long)got, (long long)want);
+        hits += got > 0;
+        int64_t lcp = 0;
+        while (lcp < na && lcp < nb && lcp < limit && a[lcp] == b[lcp])
+            lcp++;
+        cut += got < lcp;
+    }
+    /* the cases that matter happened: long prefixes, and prefixes cut at a span */
+    assert_true(hits > 1000);
+    assert_true(cut > 200);
+
+    /* the worked case: the same text and placeholders, another image's key: the prefix stops at its span */
+    int32_t t[20];
+    for (int i = 0; i < 20; i++)
+        t[i] = i < 5 || i >= 13 ? 100 + i : PC_IMG;
+    pc_span one = {5, 8, 0xabc}, other = {5, 8, 0xdef};
+    pc_entry c = {.tokens = t, .n_tokens = 20, .spans = &one, .n_spans = 1};
+    pc_query q = {t, 20, &other, 1, 0};
+    assert_int_equal(pc_common_prefix(&c, &q, 20), 5);
+    q.spans = &one;
+    assert_int_equal(pc_common_prefix(&c, &q, 20), 20);
+    assert_int_equal(pc_common_prefix(&c, &q, 9), 5); /* a prefix ending inside the span: cut to its start */
+}
+
+/* pc_find against brute force over random caches: the longest usable prefix (at most n - 1, a roll back
+ * within the window, a reservation that covers the request), the most recent of equals; and LRU order. */
+static void test_prompt_cache_find(void **state)
+{
+    (void)state;
+    enum { N = 6, LEN = 40 };
+    int found = 0, refused = 0;
+    for (int iter = 0; iter < 2000; iter++) {
+        prompt_cache pc;
+        assert_ok(pc_init(&pc, N));
+        int32_t base[LEN], q_ids[LEN];
+        for (int i = 0; i < LEN; i++)
+            base[i] = (int32_t)dsk_rng_below(&R, 1000);
+        int n = 1 + (int)dsk_rng_below(&R, N);
+        for (int i = 0; i < n; i++) {
+            int32_t ids[LEN];
+            int64_t len = 1 + (int64_t)dsk_rng_below(&R, LEN);
+            memcpy(ids, base, sizeof ids);
+            ids[dsk_rng_below(&R, LEN)] = -1; /* each differs somewhere */
+            int64_t hi = len + (int64_t)dsk_rng_below(&R, 3);
+            assert_ok(pc_add(&pc, 10 + i, 30 + (int64_t)dsk_rng_below(&R, 40), hi, ids, len / 2, ids + len / 2,
+                             len - len / 2, NULL, 0));
+        }
+        if (dsk_rng_below(&R, 3) == 0) { /* an older entry re-added later: ties must go to the most recent */
+            pc_entry *c = &pc.e[0];
+            int32_t copy[LEN];
+            memcpy(copy, c->tokens, sizeof(int32_t) * (size_t)c->n_tokens);
+            if (pc.n < N)
+                assert_ok(pc_add(&pc, 99, c->reserve, c->hi, copy, c->n_tokens, NULL, 0, NULL, 0));
+        }
+        memcpy(q_ids, base, sizeof q_ids);
+        int64_t qn = 1 + (int64_t)dsk_rng_below(&R, LEN);
+        pc_query q = {q_ids, qn, NULL, 0, 30 + (int64_t)dsk_rng_below(&R, 40)};
+        int max_rollback = (int)dsk_rng_below(&R, 12);
+        int best = -1;
+        int64_t best_keep = 0;
+        for (int i = 0; i < pc.n; i++) {
+            const pc_entry *c = &pc.e[i];
+            int64_t l = 0;
+            while (l < c->n_tokens && l < qn - 1 && c->tokens[l] == q_ids[l])
+                l++;
+            if (c->reserve < q.reserve || l < 1 || c->hi - l > max_rollback)
+                continue;
+            if (l > best_keep || (l == best_keep && c->used > pc.e[best].used))
+                best = i, best_keep = l;
+        }
+        int64_t keep = -7;
+        int got = pc_find(&pc, &q, max_rollback, &keep);
+        assert_int_equal(got, best);
+        if (got >= 0) {
+            assert_int_equal(keep, best_keep);
+            assert_true(keep >= 1 && keep <= qn - 1 && pc.e[got].hi - keep <= max_rollback);
+            assert_true(pc.e[got].reserve >= q.reserve);
+            found++;
+        } else
+            refused++;
+        /* LRU: removing the least recent each time gives the entries in the order they were kept */
+        uint64_t last = 0;
+        while (pc.n) {
+            int i = pc_lru(&pc);
+            assert_true(pc.e[i].used > last);
+            last = pc.e[i].used;
+            pc_remove(&pc, i);
+        }
+        pc_free(&pc);
+    }
+    assert_true(found > 200 && refused > 200);
+    /* a full cache refuses another entry, naming its bound */
+    prompt_cache pc;
+    assert_ok(pc_init(&pc, 1));
+    int32_t one = 7;
+    assert_ok(pc_add(&pc, 0, 8, 1, &one, 1, NULL, 0, NULL, 0));
+    assert_int_equal(pc_add(&pc, 1, 8, 1, &one, 1, NULL, 0, NULL, 0), -1);
+    assert_non_null(strstr(dsk_err_msg(), "holds 1 sequences already"));
+    pc_free(&pc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -612,6 +804,7 @@ int main(void)
         cmocka_unit_test(test_structured_specs), cmocka_unit_test(test_steering_completes),
         cmocka_unit_test(test_reply_tool_calls), cmocka_unit_test(test_stream_tool_calls),
         cmocka_unit_test(test_reply_malformed_calls), cmocka_unit_test(test_error_text),
+        cmocka_unit_test(test_prompt_cache_prefix), cmocka_unit_test(test_prompt_cache_find),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

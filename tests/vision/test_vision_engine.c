@@ -2,13 +2,15 @@
  * changes what follows and is repeatable; a chunked prefill that splits the span gives the same logits as one
  * step; span rows route with bias_vl and Engram passes them through; a roll back below a span drops it; and
  * every misuse is refused (a text-only model, a row that is not image_token_id, overlaps, a span before the
- * committed length). */
+ * committed length); the checkpoint's vision tensors under HF-style names load the same. */
 #include "tests/model/model_test_util.h"
 
 #include "runtime/common/numerics.h"
+#include "runtime/common/util.h"
 #include "runtime/common/rng.h"
 #include "runtime/model/vision_span.h"
 #include "runtime/vision/vision.h"
+#include "runtime/weights/safetensors.h"
 
 #include <string.h>
 #include <time.h>
@@ -258,6 +260,70 @@ static void test_model_rules(void **state)
     vision_image_free(&a);
 }
 
+/* The checkpoint with its vision tensors under HF-style names (model.vision.*, model.aligner.*,
+ * model.image_*: vision.md §4) loads and gives the same logits, bit for bit, for a prompt with an image. */
+static void test_hf_names(void **state)
+{
+    (void)state;
+    char src[1100], dst[1100], from[1200], to[1200];
+    snprintf(src, sizeof src, "%s/ckpt", model_test_root);
+    snprintf(dst, sizeof dst, "%s/hf", model_test_root);
+    st_set *in;
+    st_writer *w;
+    assert_ok(st_open(src, &in));
+    assert_ok(st_writer_open(dst, 0, &w));
+    int renamed = 0;
+    for (int i = 0; i < st_count(in); i++) {
+        const st_tensor *t = st_at(in, i);
+        char name[512];
+        int vision = !strncmp(t->name, "vision.", 7) || !strncmp(t->name, "aligner.", 8) ||
+                     !strncmp(t->name, "image_", 6);
+        snprintf(name, sizeof name, "%s%s", vision ? "model." : "", t->name);
+        renamed += vision;
+        assert_ok(st_writer_add(w, name, t->dtype, t->ndim, t->shape, t->data, t->nbytes));
+    }
+    assert_ok(st_writer_close(w));
+    st_close(in);
+    assert_true(renamed >= 2 + 1 + 4 + 3); /* patch embed, norm, aligner, delimiters and the blocks' */
+    static const char *const files[] = {"config.json", "tokenizer.json", "tokenizer_config.json"};
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        snprintf(from, sizeof from, "%s/%s", src, files[f]);
+        snprintf(to, sizeof to, "%s/%s", dst, files[f]);
+        char *data;
+        size_t len;
+        assert_ok(dsk_read_file(from, &data, &len));
+        assert_ok(dsk_write_file_atomic(to, data, len));
+        free(data);
+    }
+    engine_opts o = {.backend = "cpu", .model_dir = dst, .max_seqs = 1, .cache_bytes = (size_t)1 << 28};
+    engine *hf;
+    assert_ok(engine_open(&o, &hf));
+    assert_true(engine_get_info(hf)->takes_images);
+    vision_image a;
+    random_image(41, 29, &a);
+    engine_image ea = as_engine(&a);
+    int n, at, seq;
+    int32_t *t = prompt(&a, 3, 4, &n, &at);
+    float *want = malloc(sizeof(float) * V), *got = malloc(sizeof(float) * V);
+    assert_ok(engine_seq_open(E, 256, 0, &seq));
+    assert_ok(engine_seq_image(E, seq, at, &ea, NULL));
+    assert_ok(run(seq, t, 0, n, want));
+    engine_seq_close(E, seq);
+    engine *mine = E;
+    E = hf; /* run() steps E */
+    assert_ok(engine_seq_open(E, 256, 0, &seq));
+    assert_ok(engine_seq_image(E, seq, at, &ea, NULL));
+    assert_ok(run(seq, t, 0, n, got));
+    engine_seq_close(E, seq);
+    E = mine;
+    assert_memory_equal(want, got, sizeof(float) * V);
+    engine_close(hf);
+    free(want);
+    free(got);
+    free(t);
+    vision_image_free(&a);
+}
+
 /* The text-only tiny model refuses images. */
 static void test_text_only(void **state)
 {
@@ -284,6 +350,6 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_span), cmocka_unit_test(test_rollback),
                                        cmocka_unit_test(test_refusals), cmocka_unit_test(test_model_rules),
-                                       cmocka_unit_test(test_text_only)};
+                                       cmocka_unit_test(test_text_only), cmocka_unit_test(test_hf_names)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }

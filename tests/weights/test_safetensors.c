@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <time.h>
 
 /* A random tensor description and its random bytes. */
 typedef struct {
@@ -601,6 +602,75 @@ static void test_fifos(void **state)
         fail_msg("opening FIFOs: exit %d, signal %d (14: it hung)", st.exit_code, st.signal);
 }
 
+/* HF-style vision names (vision.md §4): model.vision.*, model.aligner.* and model.image_{start,end,newline}
+ * are found under their inference-style names, with or without index; names that only look alike keep
+ * theirs; a tensor stored under both spellings is refused naming both. */
+static void test_hf_vision_names(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *stored, *canonical;
+    } names[] = {
+        {"model.vision.blocks.0.mlp.w1.weight", "vision.blocks.0.mlp.w1.weight"},
+        {"model.vision.norm.weight", "vision.norm.weight"},
+        {"model.aligner.w1.bias", "aligner.w1.bias"},
+        {"model.image_start", "image_start"},
+        {"model.image_end", "image_end"},
+        {"model.image_newline", "image_newline"},
+        {"vision.patch_embed.proj.bias", "vision.patch_embed.proj.bias"},
+        {"model.layers.0.ffn.gate.bias_vl", "model.layers.0.ffn.gate.bias_vl"}, /* not a vision name */
+        {"model.visionary.weight", "model.visionary.weight"},
+        {"model.image_start_x", "model.image_start_x"},
+        {"model.aligner", "model.aligner"},
+        {"model.", "model."},
+    };
+    enum { N = sizeof names / sizeof names[0] };
+    for (int i = 0; i < N; i++)
+        assert_string_equal(st_name_canonical(names[i].stored), names[i].canonical);
+    dsk_rng r;
+    dsk_rng_seed(&r, (uint64_t)time(NULL));
+    float data[N][4];
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k < 4; k++)
+            data[i][k] = (float)dsk_rng_u64(&r) / 1e18f;
+    int64_t shape[1] = {4};
+    const char *dir = scratch_dir("hf", 0);
+    st_writer *w;
+    assert_ok(st_writer_open(dir, 40, &w)); /* a few shards: the index's names are checked too */
+    for (int i = 0; i < N; i++)
+        assert_ok(st_writer_add(w, names[i].stored, ST_F32, 1, shape, data[i], sizeof data[i]));
+    assert_ok(st_writer_close(w));
+    for (int pass = 0; pass < 2; pass++) { /* with the index, then without */
+        st_set *s;
+        assert_ok(st_open(dir, &s));
+        assert_int_equal(st_count(s), N);
+        for (int i = 0; i < N; i++) {
+            const st_tensor *t = st_get(s, names[i].canonical);
+            assert_non_null(t);
+            assert_string_equal(t->name, names[i].canonical);
+            assert_string_equal(t->stored_name, names[i].stored);
+            assert_memory_equal(t->data, data[i], sizeof data[i]);
+            if (strcmp(names[i].stored, names[i].canonical))
+                assert_null(st_get(s, names[i].stored));
+        }
+        st_close(s);
+        char ip[600];
+        snprintf(ip, sizeof ip, "%s/model.safetensors.index.json", dir);
+        if (pass == 0)
+            assert_int_equal(unlink(ip), 0);
+    }
+    /* both spellings of one tensor, in one shard or in two */
+    for (int shards = 1; shards <= 2; shards++) {
+        const char *two = scratch_dir("hf-two", 1);
+        assert_ok(st_writer_open(two, shards == 1 ? 0 : 16, &w));
+        assert_ok(st_writer_add(w, "vision.norm.weight", ST_F32, 1, shape, data[0], sizeof data[0]));
+        assert_ok(st_writer_add(w, "model.vision.norm.weight", ST_F32, 1, shape, data[1], sizeof data[1]));
+        assert_ok(st_writer_close(w));
+        st_set *s;
+        assert_fails_with(st_open(two, &s), "'vision.norm.weight' is stored twice", "'model.vision.norm.weight'");
+    }
+}
+
 static int teardown(void **state)
 {
     (void)state;
@@ -622,6 +692,7 @@ int main(void)
         cmocka_unit_test(test_index_rules),
         cmocka_unit_test(test_header_cap),
         cmocka_unit_test(test_fifos),
+        cmocka_unit_test(test_hf_vision_names),
     };
     return cmocka_run_group_tests(tests, NULL, teardown);
 }
