@@ -25,6 +25,7 @@ int bench_cpu(int argc, char **argv);      /* runtime/bench/bench_cpu.c: dskit b
 int bench_tokenize(int argc, char **argv); /* runtime/tokenizer/bench_tokenize.c */
 int bench_serve(int argc, char **argv);    /* runtime/server/bench_serve.c: dskit bench serve */
 int bench_exchange(int argc, char **argv); /* runtime/ranks/bench_exchange.c */
+int bench_xchg_gpu(int argc, char **argv); /* runtime/bench/bench_xchg.c */
 int bench_engram(int argc, char **argv);   /* runtime/engram/bench_engram.c */
 int bench_grammar(int argc, char **argv);  /* runtime/bench/bench_grammar.c */
 int bench_vision(int argc, char **argv);   /* runtime/vision/bench_vision.c */

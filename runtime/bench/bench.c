@@ -10,6 +10,15 @@ typedef struct {
     const char *help;
 } bench_entry;
 
+/* exchange: the host transport between two processes, or with --kit the GPU's (bench_xchg.c) */
+static int bench_exchange_any(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--kit"))
+            return bench_xchg_gpu(argc, argv);
+    return bench_exchange(argc, argv);
+}
+
 static const bench_entry benches[] = {
     {"build", bench_build, "build [--arch sm_90]: full kit build time, cold and warm cache, and kit size"},
     {"kit", bench_kit, "kit KIT: open + verify + load + resolve time (eager and lazy), stream-read GB/s, "
@@ -19,7 +28,8 @@ static const bench_entry benches[] = {
     {"exl3", bench_exl3, "exl3 KIT [--quick]: EXL3 GPU kernels on the model's shapes: decode matmul (K x codebook x "
                          "rows 1-16) vs the streaming-read roofline, MoE (6 of 384 + shared), prompt form"},
     {"tokenize", bench_tokenize, "tokenize [--tokenizer FILE] [--input TEXT_FILE]: tokenizer encode/decode MB/s"},
-    {"exchange", bench_exchange, "exchange [--reps N]: one exchange between two ranks on this host, per payload"},
+    {"exchange", bench_exchange_any, "exchange [--reps N] [--kit KIT [--device N]]: one exchange between two ranks on "
+                                     "this host, per payload (host shared memory; with --kit the GPU's xchg kernel)"},
     {"engram", bench_engram, "engram [--model DIR | --rows N] [--dir PACKDIR] [--rounds N] [--cache-mb MB]: Engram "
                              "row reads per round (1/16/64 positions x 24 rows x 2 layers), cold and cached; "
                              "PACKDIR: a pack to read, or where to generate one"},
