@@ -603,6 +603,8 @@ int gpu_backend_open(const engine_backend_args *a, void **impl, const engine_bac
     }
     /* (the ranks' exchange transport is set up by the first round, once every rank has opened: gpu_xchg.c) */
     b->use_graphs = !(graphs && !strcmp(graphs, "0"));
+    const char *cc = getenv("DSKIT_CHECK_COUNTERS");
+    b->check_counters = cc && !strcmp(cc, "1");
     /* RoPE frequencies of the two kinds, and the tokenizer's ids */
     float f[2][64];
     rope_params rp0 = model_rope(b->cfg, 0), rp1 = model_rope(b->cfg, 1);

@@ -124,6 +124,7 @@ struct gpu_backend {
     size_t io_sp, io_allow, io_tok, io_lp, io_tid, io_tlp, io_feed, io_bytes;
     /* decode and verify rounds replay CUDA graphs captured per shape (gpu_round.c) */
     int use_graphs;
+    int check_counters;            /* DSKIT_CHECK_COUNTERS=1: every round proves the EXL3 counters zero */
     struct gpu_graph {
         int R, S, N1, N2, masks, trunc;
         /* the round up to the head's logits, in segments split before each Engram layer (the host waits for
@@ -230,6 +231,11 @@ int gpu_xchg_gather_cols(gpu_backend *b, CUdeviceptr part, CUdeviceptr full, int
 /* The head's logits (fp32 [R][V]) of R rows of normed input x (bf16 [R][d]): this rank's vocabulary rows,
  * gathered from every rank when tp > 1 (gpu_round.c). */
 int gpu_head_logits(gpu_backend *b, CUdeviceptr x, int R);
+
+/* The EXL3 arrival counters: cleared after a failed round; checked zero after every round with
+ * DSKIT_CHECK_COUNTERS=1 (check_counters), an error naming the first that is not (gpu_round.c). */
+void gpu_counters_reset(gpu_backend *b);
+int gpu_counters_check(gpu_backend *b);
 
 /* One layer's launches (a backbone layer or a DSpark stage), in the CPU forward's order. */
 int gpu_layer(layer_ctx *L, int l);

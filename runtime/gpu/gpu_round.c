@@ -527,6 +527,37 @@ static int head(gpu_backend *b, const round_shape *sh)
     return gpu_head_logits(b, b->xn, S);
 }
 
+/* The EXL3 launchers' arrival counters are zero at rest: each launch's last CTA leaves them so. After a
+ * failed round (a launch that faulted or never ran to its end) they are cleared; with DSKIT_CHECK_COUNTERS=1
+ * every round proves them zero (docs/engine.md). */
+void gpu_counters_reset(gpu_backend *b)
+{
+    if (b->ws.ptr && (cu.cuMemsetD32Async(b->ws.ptr, 0, EXL3_WS_COUNTER_BYTES / 4, b->s) != CUDA_SUCCESS ||
+                      cu.cuStreamSynchronize(b->s) != CUDA_SUCCESS))
+        fprintf(stderr, "gpu: clearing the EXL3 arrival counters after a failed round failed too\n");
+}
+
+int gpu_counters_check(gpu_backend *b)
+{
+    if (!b->check_counters)
+        return 0;
+    size_t n = EXL3_WS_COUNTER_BYTES / 4;
+    uint32_t *h = dsk_malloc(EXL3_WS_COUNTER_BYTES);
+    if (!h)
+        return -1;
+    int rc = 0;
+    if (cu.cuMemcpyDtoHAsync(h, b->ws.ptr, EXL3_WS_COUNTER_BYTES, b->s) != CUDA_SUCCESS ||
+        cu.cuStreamSynchronize(b->s) != CUDA_SUCCESS)
+        rc = dsk_err("reading the EXL3 arrival counters failed");
+    for (size_t i = 0; !rc && i < n; i++)
+        if (h[i])
+            rc = dsk_err("EXL3 arrival counter %zu is %u after the round (they are zero at rest): a launch did not run "
+                         "to its end",
+                         i, h[i]);
+    free(h);
+    return rc;
+}
+
 int gpu_head_logits(gpu_backend *b, CUdeviceptr x, int R)
 {
     const model_config *c = b->cfg;
@@ -736,14 +767,17 @@ int gpu_round(gpu_backend *b, const engine_row *rows, int n, engine_out *out, co
     }
     if (rc) {
         cu.cuStreamSynchronize(b->s); /* nothing of this round may still run when the step returns */
+        gpu_counters_reset(b);
         return -1;
     }
     CUresult cr = cu.cuStreamSynchronize(b->s);
     if (cr != CUDA_SUCCESS)
         return dsk_cu_fail(cr, "the round on the device"),
                dsk_err_ctx("kit %s; DSKIT_SYNC_LAUNCHES=1 names the kernel that faulted", kit_root(b->k));
-    if (gpu_xchg_check(b))
+    if (gpu_xchg_check(b) || gpu_counters_check(b)) {
+        gpu_counters_reset(b);
         return -1;
+    }
     /* the results */
     const int32_t *src = P32(b, sample_src), *tok = IO(b, io_tok), *tid = IO(b, io_tid);
     const float *lp = IO(b, io_lp), *tlp = IO(b, io_tlp);

@@ -208,7 +208,10 @@ int gpu_xchg_check(gpu_backend *b)
     if (b->xkind != GPU_XCHG_PEER)
         return 0;
     unsigned st = 0;
-    CU_TRY(cu.cuMemcpyDtoH(&st, b->xstatus, sizeof st));
+    /* on the round's stream: a copy on the context's default stream could wait for another rank's next
+     * exchange where ranks share a context (the tests' threads) */
+    CU_TRY(cu.cuMemcpyDtoHAsync(&st, b->xstatus, sizeof st, b->s));
+    CU_TRY(cu.cuStreamSynchronize(b->s));
     if (st)
         return dsk_err("rank %d: an exchange waited %d s (the bound) for rank %u", b->xchg->rank, XCHG_TIMEOUT_S,
                        st - 1);

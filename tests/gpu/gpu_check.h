@@ -89,6 +89,7 @@ void test_engine_exact(gpu_ctx *c);
 void test_engine_fill(gpu_ctx *c);
 void test_engine_draft(gpu_ctx *c);
 void test_engine_tp2(gpu_ctx *c);
+void test_engine_counters(gpu_ctx *c);
 void test_xchg(gpu_ctx *c);
 void test_vision_tower(gpu_ctx *c);
 

@@ -126,7 +126,8 @@ static const family_test tests[] = {
     {"engine_draft", test_engine_draft}, /* drafted == serial on the GPU */
     {"engine_fill", test_engine_fill},   /* masks written while the forward runs == given */
     {"engine_exact", test_engine_exact}, /* the GPU against itself: batched, chunked == alone */
-    {"engine_tp2", test_engine_tp2},     /* two ranks (threads on GPU 0) against one, layer by layer */
+    {"engine_tp2", test_engine_tp2},
+    {"engine_counters", test_engine_counters}, /* the EXL3 arrival counters: zero after every round, cleared on failure */     /* two ranks (threads on GPU 0) against one, layer by layer */
 };
 
 int main(int argc, char **argv)

@@ -707,3 +707,59 @@ void test_vision_tower(gpu_ctx *c)
     free(valid);
     cpu_model_free(m);
 }
+
+/* The EXL3 arrival counters (zero at rest): with DSKIT_CHECK_COUNTERS=1 every round proves them zero; a
+ * round that finds them not (poked here, as a launch that never ran to its end would leave them) fails
+ * naming them, clears them, and the next round's logits equal a clean one's. */
+void test_engine_counters(gpu_ctx *c)
+{
+    const char *dir = getenv("DSKIT_TEST_MODEL");
+    const char *kit_path = getenv("DSKIT_TEST_KIT");
+    if (!dir || !kit_path) {
+        printf("engine_counters: skipped (DSKIT_TEST_MODEL names no model folder)\n");
+        return;
+    }
+    model_config cfg;
+    must(model_config_load(dir, &cfg), "the model's config");
+    int V = cfg.vocab_size;
+    enum { P = 12 };
+    dsk_rng r = fresh_rng(0xc0);
+    engine_row rows[P];
+    uint32_t *valid;
+    const engine_backend_ops *ops;
+    setenv("DSKIT_CHECK_COUNTERS", "1", 1);
+    gpu_backend *gb = open_gpu(dir, kit_path, 3, V, &valid, &ops);
+    unsetenv("DSKIT_CHECK_COUNTERS");
+    float *a = xmalloc(sizeof(float) * (size_t)V * P), *b2 = xmalloc(sizeof(float) * (size_t)V * P);
+    int32_t toks[P], drawn[P];
+    for (int i = 0; i < P; i++)
+        toks[i] = (int32_t)dsk_rng_below(&r, (uint64_t)V / 2);
+    for (int s = 0; s < 3; s++)
+        must(ops->seq_open(gb, s, 64, 0), "a GPU sequence");
+    engine_out out = {.tokens = drawn, .logits = a};
+    for (int i = 0; i < P; i++)
+        rows[i] = prow(0, toks[i], i, i == P - 1);
+    int clean = ops->step(gb, rows, P, &out, NULL) == 0;
+    check(c, clean && gb->check_counters, "engine_counters", "a clean round", "%s",
+          clean ? "the counters are zero after it" : dsk_err_msg());
+    /* a poked counter: the round fails naming it */
+    must(cu.cuMemsetD32(gb->ws.ptr + 64, 1, 4) != CUDA_SUCCESS, "poking a counter");
+    for (int i = 0; i < P; i++)
+        rows[i] = prow(1, toks[i], i, i == P - 1);
+    out.logits = b2;
+    int failed = ops->step(gb, rows, P, &out, NULL) != 0;
+    check(c, failed && strstr(dsk_err_msg(), "arrival counter"), "engine_counters", "a counter left set",
+          "the round %s: %s", failed ? "fails" : "PASSES", failed ? dsk_err_msg() : "");
+    for (int i = 0; i < P; i++)
+        rows[i] = prow(2, toks[i], i, i == P - 1);
+    int after = ops->step(gb, rows, P, &out, NULL) == 0;
+    int same = after && !memcmp(a + (size_t)(P - 1) * V, b2 + (size_t)(P - 1) * V, sizeof(float) * (size_t)V);
+    check(c, same, "engine_counters", "the round after", "%s",
+          !after ? dsk_err_msg() : same ? "runs, its logits equal the clean round's" : "its logits DIFFER");
+    for (int s = 0; s < 3; s++)
+        ops->seq_close(gb, s);
+    ops->close(gb);
+    free(a);
+    free(b2);
+    free(valid);
+}
