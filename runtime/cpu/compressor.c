@@ -161,6 +161,10 @@ int indexer_rows(const cpu_model *m, const cpu_seq *s, fwd_call *f, int l, const
         int k = reach < K ? (int)reach : K;
         ref_topk(score, NULL, (int)reach, k, f->topk[l] + (int64_t)i * K, val);
         f->topk_n[l][i] = k;
+        if (m->index_hook)
+            m->index_hook(m->layer_ctx, l, i, score, reach, f->topk[l] + (int64_t)i * K, k,
+                          role->is_candidate_source ? f->cand + (int64_t)i * c->candidate_topk_blocks : NULL,
+                          role->is_candidate_source ? f->cand_n[i] : 0);
     }
     rc = 0;
 done:

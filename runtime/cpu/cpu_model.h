@@ -80,6 +80,11 @@ typedef struct {
      * [n][hc][d] and π [n][hc] (NULL after attention), which it may read or overwrite. */
     void (*layer_hook)(void *ctx, int layer, int stage, uint16_t *X, float *pi, int n);
     void *layer_ctx;
+    /* Tests only: an index source's choices for each row of a forward, with layer_ctx: its indexer scores
+     * over the reach (after the candidate mask), the top-k it kept (k ascending rows), and on the candidate
+     * source its kept blocks (cand_n ascending; cand NULL elsewhere) */
+    void (*index_hook)(void *ctx, int layer, int row, const float *score, int64_t reach, const int32_t *sel, int k,
+                       const int32_t *cand, int cand_n);
     uint32_t *expert_hits;      /* optional diagnostic set by the caller: [n_all_layers][4096] routed-expert
                                    selections, counted by every forward (not thread-safe across sequences) */
 } cpu_model;

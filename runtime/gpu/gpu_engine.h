@@ -162,8 +162,10 @@ struct gpu_backend {
 };
 
 /* GPU_HOOK_ROUTE: a layer's MoE selection, X = the selected ids (int32 [n][n_active]), pi = the router logits
- * (fp32 [n][pi_stride = n_experts]) */
-enum { GPU_HOOK_BLOCK_IN, GPU_HOOK_ATTN_OUT, GPU_HOOK_BLOCK_OUT, GPU_HOOK_ROUTE };
+ * (fp32 [n][pi_stride = n_experts]). GPU_HOOK_INDEX: an index source's top-k, X = int32 [n][pi_stride] (a row's
+ * min(reach, index_topk) first entries, ascending); GPU_HOOK_CAND: the candidate source's kept blocks, X = the
+ * bitmap rows (u32 [n][pi_stride]). */
+enum { GPU_HOOK_BLOCK_IN, GPU_HOOK_ATTN_OUT, GPU_HOOK_BLOCK_OUT, GPU_HOOK_ROUTE, GPU_HOOK_INDEX, GPU_HOOK_CAND };
 
 /* The round's host plan and its device copy by field (gpu_plan_layout), and the draw's pinned memory. */
 #define P32(b, f) ((int32_t *)((char *)(b)->plan_host + (b)->plan.f))

@@ -330,6 +330,12 @@ static int indexer(layer_ctx *L, int l, const gpu_block *g)
         L->cand = b->cand;
         L->cand_ldw = ldw;
     }
+    if (b->hook) {
+        CU_TRY(cu.cuStreamSynchronize(b->s));
+        b->hook(b->hook_ctx, l, GPU_HOOK_INDEX, b->sel[l], 0, b->sel_ld[l], R);
+        if (r->is_candidate_source)
+            b->hook(b->hook_ctx, l, GPU_HOOK_CAND, b->cand, 0, ldw, R);
+    }
     return 0;
 }
 

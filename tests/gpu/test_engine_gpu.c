@@ -6,7 +6,8 @@
  * differs from the CPU's and the largest CPU margin at such a row's cut, and the logits' error given the
  * same last hidden state. Gates: the sublayer outputs within ENGINE_TOL (on random weights an ulp can flip
  * an expert or a top-k pick), every flipped expert choice a near-tie (margin under 1 % of the row's
- * largest score). Index and candidate top-k flips are not reported yet. Run: gpu_tests KIT engine, with
+ * largest score), and the same for the indexer's top-k and the candidate blocks (margin: the CPU's k-th minus
+ * (k+1)-th score over the row's largest). Run: gpu_tests KIT engine, with
  * DSKIT_TEST_MODEL pointing at a model folder (the tiny preset), or the program makes one. */
 #include "runtime/common/error.h"
 #include "runtime/common/numerics.h"
@@ -15,6 +16,7 @@
 #include "runtime/engine/generate.h"
 #include "runtime/gpu/gpu_engine.h"
 #include "runtime/model/vision_span.h"
+#include "runtime/ref/cand_blocks.h"
 #include "runtime/ref/moe_route.h"
 #include "runtime/ref/sampling.h"
 #include "tests/gpu/gpu_check.h"
@@ -36,10 +38,76 @@ typedef struct {
     float *pi_in[CALLS][MAXL];
     float *route[CALLS][MAXL]; /* the router's logits [n][n_experts] */
     int pi_stride[CALLS][MAXL];
+    /* an index source's choices per row: its top-k (k ascending rows of index_topk), k, the margin at its
+     * cut; on the candidate source its kept blocks (n ascending of candidate_topk_blocks), n, margin */
+    int32_t *isel[CALLS][MAXL], *csel[CALLS][MAXL];
+    int *ik[CALLS][MAXL], *cn[CALLS][MAXL];
+    double *imargin[CALLS][MAXL], *cmargin[CALLS][MAXL];
     int call;
     const model_config *c;
     const cpu_model *m;
 } cpu_rec;
+
+/* The margin at a top-k cut of n scores: (the k-th largest − the (k+1)-th) over the largest finite |score|;
+ * +∞ when nothing competes (n <= k, the (k+1)-th masked to −∞, or the k-th pinned to +∞). */
+static double cut_margin(const float *v, int64_t n, int k)
+{
+    if (n <= k || k <= 0)
+        return INFINITY;
+    float *t = xmalloc(sizeof(float) * (size_t)n);
+    memcpy(t, v, sizeof(float) * (size_t)n);
+    /* the k + 1 largest, by selection (n is a context's reach at most) */
+    for (int i = 0; i <= k; i++) {
+        int64_t best = i;
+        for (int64_t j = i + 1; j < n; j++)
+            if (t[j] > t[best])
+                best = j;
+        float x = t[i];
+        t[i] = t[best];
+        t[best] = x;
+    }
+    double top = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (isfinite(v[i]) && fabs(v[i]) > top)
+            top = fabs(v[i]);
+    double kth = t[k - 1], next = t[k];
+    free(t);
+    if (!isfinite(kth) || !isfinite(next) || top == 0)
+        return INFINITY;
+    return (kth - next) / top;
+}
+
+static void cpu_index_hook(void *ctx, int l, int row, const float *score, int64_t reach, const int32_t *sel, int k,
+                           const int32_t *cand, int cand_n)
+{
+    cpu_rec *r = ctx;
+    const model_config *c = r->c;
+    int K = c->index_topk, C = c->candidate_topk_blocks, call = r->call;
+    if (l >= MAXL || row >= N0)
+        return;
+    if (!r->isel[call][l]) {
+        r->isel[call][l] = xmalloc(sizeof(int32_t) * (size_t)N0 * K);
+        r->ik[call][l] = xmalloc(sizeof(int) * N0);
+        r->imargin[call][l] = xmalloc(sizeof(double) * N0);
+    }
+    memcpy(r->isel[call][l] + (size_t)row * K, sel, sizeof(int32_t) * (size_t)k);
+    r->ik[call][l][row] = k;
+    r->imargin[call][l][row] = cut_margin(score, reach, k);
+    if (!cand)
+        return;
+    if (!r->csel[call][l]) {
+        r->csel[call][l] = xmalloc(sizeof(int32_t) * (size_t)N0 * C);
+        r->cn[call][l] = xmalloc(sizeof(int) * N0);
+        r->cmargin[call][l] = xmalloc(sizeof(double) * N0);
+    }
+    memcpy(r->csel[call][l] + (size_t)row * C, cand, sizeof(int32_t) * (size_t)cand_n);
+    r->cn[call][l][row] = cand_n;
+    int B = c->candidate_block_size;
+    float *bs = xmalloc(sizeof(float) * (size_t)((reach + B - 1) / B + 1));
+    int64_t nb = ref_cand_block_scores(score, reach, B, bs);
+    r->cmargin[call][l][row] = cut_margin(bs, nb, (int)(nb < C ? nb : C));
+    free(bs);
+}
 
 static size_t stream_elems(const model_config *c, int n)
 {
@@ -77,6 +145,9 @@ typedef struct {
      * such a row (the CPU's k-th minus (k+1)-th biased score over the row's largest |score|) */
     long route_rows[MAXL], route_flips[MAXL];
     double flip_margin[MAXL];
+    /* the same for the indexer's top-k and the candidate blocks */
+    long idx_rows[MAXL], idx_flips[MAXL], cand_rows[MAXL], cand_flips[MAXL];
+    double idx_margin[MAXL], cand_margin[MAXL];
     const uint8_t *image; /* the call's rows at image positions (they route with bias_vl), or NULL */
 } gpu_forcing;
 
@@ -146,6 +217,34 @@ static void gpu_hook(void *ctx, int l, int stage, CUdeviceptr X, CUdeviceptr pi,
             }
         }
         free(ids);
+        return;
+    }
+    if (stage == GPU_HOOK_INDEX || stage == GPU_HOOK_CAND) {
+        int idx = stage == GPU_HOOK_INDEX, ld = pi_stride, call = f->call;
+        const int32_t *want = idx ? f->cpu->isel[call][l] : f->cpu->csel[call][l];
+        if (!want || l >= MAXL)
+            return;
+        uint32_t *mine = xmalloc(sizeof(uint32_t) * (size_t)n * ld), *bits = xmalloc(sizeof(uint32_t) * (size_t)ld);
+        dev_download(mine, X, sizeof(uint32_t) * (size_t)n * ld);
+        for (int i = 0; i < n && i < N0; i++) {
+            int differs;
+            if (idx) {
+                int k = f->cpu->ik[call][l][i];
+                differs = memcmp(mine + (size_t)i * ld, want + (size_t)i * c->index_topk, sizeof(int32_t) * (size_t)k) != 0;
+            } else {
+                ref_cand_bitmap(want + (size_t)i * c->candidate_topk_blocks, f->cpu->cn[call][l][i], bits, ld);
+                differs = memcmp(mine + (size_t)i * ld, bits, sizeof(uint32_t) * (size_t)ld) != 0;
+            }
+            double mg = (idx ? f->cpu->imargin : f->cpu->cmargin)[call][l][i];
+            (idx ? f->idx_rows : f->cand_rows)[l]++;
+            if (differs) {
+                (idx ? f->idx_flips : f->cand_flips)[l]++;
+                double *worst = idx ? &f->idx_margin[l] : &f->cand_margin[l];
+                *worst = mg > *worst ? mg : *worst;
+            }
+        }
+        free(mine);
+        free(bits);
         return;
     }
     size_t e = stream_elems(c, n);
@@ -241,6 +340,7 @@ void test_engine(gpu_ctx *c)
         }
     }
     m->layer_hook = cpu_hook;
+    m->index_hook = cpu_index_hook;
     m->layer_ctx = &rec;
     float *cpu_logits = xmalloc(sizeof(float) * (size_t)V * CALLS);
     for (int call = 0; call < calls; call++) {
@@ -251,6 +351,7 @@ void test_engine(gpu_ctx *c)
         tokens[N0 + call] = sample_row(cpu_logits + (size_t)call * V, V, &SAMPLE_GREEDY, s->len, NULL);
     }
     m->layer_hook = NULL;
+    m->index_hook = NULL;
     /* the GPU: the same rounds, teacher-forced */
     uint32_t *valid;
     const engine_backend_ops *ops;
@@ -312,12 +413,16 @@ void test_engine(gpu_ctx *c)
         char shape[64];
         snprintf(shape, sizeof shape, "layer %d (%s)", l, layer_mode_name(rl->mode));
         check(c, f.err_in[l] <= ENGINE_TOL && f.err_attn[l] <= ENGINE_TOL && f.err_ffn[l] <= ENGINE_TOL &&
-                     (f.route_flips[l] == 0 || f.flip_margin[l] < 0.01),
+                     (f.route_flips[l] == 0 || f.flip_margin[l] < 0.01) &&
+                     (f.idx_flips[l] == 0 || f.idx_margin[l] < 0.01) && (f.cand_flips[l] == 0 || f.cand_margin[l] < 0.01),
               "engine", shape,
               "rel L2 input %.2e, attention %.2e, MoE %.2e; ring codes differing %.2f%%, compressed %.2f%%; experts: "
-              "%ld of %ld rows chose otherwise (largest margin %.3f%%)",
+              "%ld of %ld rows chose otherwise (largest margin %.3f%%); index top-k: %ld of %ld (%.3f%%); candidate "
+              "blocks: %ld of %ld (%.3f%%)",
               f.err_in[l], f.err_attn[l], f.err_ffn[l], total ? 100.0 * diff / total : 0.0,
-              ctotal ? 100.0 * cdiff / ctotal : 0.0, f.route_flips[l], f.route_rows[l], 100.0 * f.flip_margin[l]);
+              ctotal ? 100.0 * cdiff / ctotal : 0.0, f.route_flips[l], f.route_rows[l], 100.0 * f.flip_margin[l],
+              f.idx_flips[l], f.idx_rows[l], 100.0 * f.idx_margin[l], f.cand_flips[l], f.cand_rows[l],
+              100.0 * f.cand_margin[l]);
         free(ring);
     }
     check(c, worst_logits <= 1e-3, "engine", "head", "logits rel L2 %.2e given the CPU's hidden state", worst_logits);
@@ -336,6 +441,12 @@ void test_engine(gpu_ctx *c)
             free(rec.out[call][l]);
             free(rec.pi_in[call][l]);
             free(rec.route[call][l]);
+            free(rec.isel[call][l]);
+            free(rec.ik[call][l]);
+            free(rec.imargin[call][l]);
+            free(rec.csel[call][l]);
+            free(rec.cn[call][l]);
+            free(rec.cmargin[call][l]);
         }
     free(cpu_logits);
     free(gpu_logits);

@@ -73,7 +73,7 @@ static void tp1_hook(void *ctx, int l, int stage, CUdeviceptr X, CUdeviceptr pi,
 {
     tp1_rec *r = ctx;
     const model_config *c = r->c;
-    if (l >= c->n_layers || l >= MAXL || stage == GPU_HOOK_ROUTE)
+    if (l >= c->n_layers || l >= MAXL || stage >= GPU_HOOK_ROUTE)
         return;
     size_t e = stream_elems(c, n);
     if (stage == GPU_HOOK_BLOCK_IN) {
@@ -111,7 +111,7 @@ static void rank_hook(void *ctx, int l, int stage, CUdeviceptr X, CUdeviceptr pi
     tp1_rec *r = k->rec;
     const model_config *c = r->c;
     int call = r->call;
-    if (l >= c->n_layers || l >= MAXL || stage == GPU_HOOK_ROUTE)
+    if (l >= c->n_layers || l >= MAXL || stage >= GPU_HOOK_ROUTE)
         return;
     size_t e = stream_elems(c, n);
     if (stage == GPU_HOOK_BLOCK_IN) {
