@@ -187,7 +187,7 @@ int bench_xchg_gpu(int argc, char **argv)
                 goto fail;
         }
         carg ca = {out[0], mine[0], (size_t)n * 4};
-        double tx, tc;
+        double tx = 0, tc = 0;
         if (capture(st[0], one_copy, &ca, &gc) || time_graphs(gx, st, 2, (int)reps, &tx) ||
             time_graphs(&gc, st, 1, (int)reps, &tc))
             goto fail;
