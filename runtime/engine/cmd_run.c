@@ -15,7 +15,8 @@
 static const char usage_text[] =
     "usage: dskit run --backend cpu|gpu --model DIR (--prompt TEXT | --prompt-ids \"1 2 3\") [--max-tokens N]\n"
     "                 [--temperature T] [--seed S] [--draft] [--dump-logits FILE] [--threads N] [--cache-mb N]\n"
-    "                 [--print-ids] [--engram host|device|nvme:DIR] [--tp N [--rank R --peer HOST:PORT]]\n"
+    "                 [--print-ids] [--engram host|device|nvme:DIR] [--tp N [--devices D0,D1]\n"
+    "                 [--rank R --peer HOST:PORT]]\n"
     "                 [--image FILE|data:URL]...\n"
     "  --backend B         cpu (the reference) or gpu (needs --kit; --device N picks the GPU, default 0)\n"
     "  --kit KIT           the kit archive for --backend gpu (dskit-build --arch sm_90 --out kits)\n"

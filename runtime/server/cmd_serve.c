@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 static const char usage_text[] =
-    "usage: dskit serve --model DIR [--kit KIT] [--backend cpu|gpu] [--tp N] [--host H] [--port P]\n"
+    "usage: dskit serve --model DIR [--kit KIT] [--backend cpu|gpu] [--tp N [--devices D0,D1]] [--host H] [--port P]\n"
     "                   [--parallel N] [--context N] [--pool TOKENS] [--api-key-file F]\n"
     "                   [--served-model-name NAME] [--draft on|off] [--max-body BYTES] [--timeout S]\n"
     "                   [--send-buffer BYTES] [--max-connections N] [--queue N] [--queue-timeout S]\n"
