@@ -61,7 +61,7 @@ int gpu_draft_feed(gpu_backend *b, int seq, int64_t len)
     return 0;
 }
 
-int gpu_draft_run(gpu_backend *b, const engine_draft_req *req, int n, int32_t *drafts, float *conf)
+static int draft_run(gpu_backend *b, const engine_draft_req *req, int n, int32_t *drafts, float *conf)
 {
     const model_config *c = b->cfg;
     int B = c->dspark_block_size, W = c->window_size, hc = c->hc_mult, d = c->dim, V = c->vocab_size;
@@ -162,4 +162,13 @@ int gpu_draft_run(gpu_backend *b, const engine_draft_req *req, int n, int32_t *d
                 conf[(size_t)i * B + j] = cf[j * b->draft_ld + i];
         }
     return 0;
+}
+
+int gpu_draft_run(gpu_backend *b, const engine_draft_req *req, int n, int32_t *drafts, float *conf)
+{
+    if (!draft_run(b, req, n, drafts, conf))
+        return 0;
+    cu.cuStreamSynchronize(b->s); /* nothing of the draft may still run when it returns */
+    gpu_counters_reset(b);
+    return -1;
 }
