@@ -20,6 +20,17 @@ double rel_l2(const float *a, const float *b, size_t n)
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
+double rel_l2_bf16(const uint16_t *a, const uint16_t *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double x = bf16_to_f32(a[i]), y = bf16_to_f32(b[i]);
+        num += (x - y) * (x - y);
+        den += y * y;
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
 void check(gpu_ctx *c, int ok, const char *family, const char *shape, const char *fmt, ...)
 {
     char detail[256];

@@ -37,6 +37,8 @@ void check(gpu_ctx *c, int ok, const char *family, const char *shape, const char
 
 /* ||a - b|| / ||b|| over n floats. */
 double rel_l2(const float *a, const float *b, size_t n);
+/* The same over n bf16 values. */
+double rel_l2_bf16(const uint16_t *a, const uint16_t *b, size_t n);
 
 /* A generator seeded from the clock: every run checks fresh random inputs (salt tells callers apart). */
 dsk_rng fresh_rng(uint64_t salt);

@@ -184,17 +184,6 @@ static int route_differs(const block_weights *bw, const float *bias, float route
     return 1;
 }
 
-static double rel_l2_bf16(const uint16_t *a, const uint16_t *b, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double x = bf16_to_f32(a[i]), y = bf16_to_f32(b[i]);
-        num += (x - y) * (x - y);
-        den += y * y;
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
 static void gpu_hook(void *ctx, int l, int stage, CUdeviceptr X, CUdeviceptr pi, int pi_stride, int n)
 {
     gpu_forcing *f = ctx;

@@ -60,17 +60,6 @@ static uint16_t *download16(CUdeviceptr X, size_t n)
     return h;
 }
 
-static double tp2_rel_l2(const uint16_t *a, const uint16_t *b, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double x = bf16_to_f32(a[i]), y = bf16_to_f32(b[i]);
-        num += (x - y) * (x - y);
-        den += y * y;
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
 static void tp1_hook(void *ctx, int l, int stage, CUdeviceptr X, CUdeviceptr pi, int pi_stride, int n)
 {
     tp1_rec *r = ctx;
@@ -130,7 +119,7 @@ static void rank_hook(void *ctx, int l, int stage, CUdeviceptr X, CUdeviceptr pi
     uint16_t *mine = xmalloc(e * 2);
     s_down(s, mine, X, e * 2);
     const uint16_t *want = attn ? r->attn[call][l] : r->out[call][l];
-    double err = tp2_rel_l2(mine, want, e), *slot = attn ? &k->err_attn[l] : &k->err_ffn[l];
+    double err = rel_l2_bf16(mine, want, e), *slot = attn ? &k->err_attn[l] : &k->err_ffn[l];
     *slot = err > *slot ? err : *slot;
     (attn ? k->attn : k->out)[call][l] = mine;
     s_up(s, X, want, e * 2); /* teacher forcing */

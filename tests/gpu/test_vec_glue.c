@@ -152,7 +152,7 @@ static void compare(const problem *p, const uint16_t *a, const uint16_t *b, int 
         }
 }
 
-static double rel_l2_bf16(const uint16_t *a, const uint16_t *b, const problem *p)
+static double rel_l2_rows(const uint16_t *a, const uint16_t *b, const problem *p)
 {
     int hw = p->st->heads * p->st->width;
     size_t n = (size_t)p->rows * hw;
@@ -192,7 +192,7 @@ static void check_site(gpu_ctx *c, dsk_rng *r, const vg_site *st, int rows, int 
         run_gpu(c, &p, 0, rows, 0, RUN_NORM, normed);
         ref_vec_glue_op nop = {.norm_w = p.w, .eps = 1e-20f};
         ref_vec_glue(p.x, p.x_stride, nref, p.y_stride, rows, st->heads, st->width, &nop);
-        double en = rel_l2_bf16(normed, nref, &p), e = rel_l2_bf16(p.gpu, p.ref, &p);
+        double en = rel_l2_rows(normed, nref, &p), e = rel_l2_rows(p.gpu, p.ref, &p);
         int ok = en <= 1e-3 && guard == 0 && (st->qdq != KVQ_NONE || e <= 1e-3);
         check(c, ok, "vec_glue", shape, "norm rel L2 %.2e; output rel L2 %.2e, %.3f%% bit-equal%s, %zu guard writes", en,
               e, 100.0 * (double)(n - diff) / (double)n, st->qdq != KVQ_NONE ? " (QDQ after the norm)" : "", guard);
