@@ -18,36 +18,18 @@
 #define CAP ((int64_t)1 << 21)
 #define PER_GRAPH 64
 
-typedef struct {
-    CUdeviceptr region, local;
-} side;
-
-static int sides_init(side *s, const dsk_gpu *g)
+/* Two ranks' exchange memory, each rank's descriptor naming both regions (one process: the pointers). */
+static int sides_init(xchg_mem *s, const dsk_gpu *g)
 {
-    int khz = 0;
-    size_t flags = 2 * (size_t)CAP * 4;
-    CU_TRY(cu.cuDeviceGetAttribute(&khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, g->dev));
+    CUdeviceptr regions[2];
     for (int r = 0; r < 2; r++) {
-        CU_TRY(cu.cuMemAlloc(&s[r].region, flags + XCHG_MAX_BLOCKS * 4));
-        CU_TRY(cu.cuMemsetD8(s[r].region + flags, 0, XCHG_MAX_BLOCKS * 4));
-        CU_TRY(cu.cuMemAlloc(&s[r].local, 256 + (XCHG_MAX_BLOCKS + 1) * 4));
-        CU_TRY(cu.cuMemsetD8(s[r].local + 256, 0, (XCHG_MAX_BLOCKS + 1) * 4));
+        if (xchg_mem_alloc(&s[r], CAP))
+            return -1;
+        regions[r] = s[r].region;
     }
-    for (int r = 0; r < 2; r++) {
-        xchg_desc d;
-        memset(&d, 0, sizeof d);
-        for (int q = 0; q < 2; q++) {
-            d.slot[q] = (float *)(uintptr_t)s[q].region;
-            d.flag[q] = (unsigned *)(uintptr_t)(s[q].region + flags);
-        }
-        d.epoch = (unsigned *)(uintptr_t)(s[r].local + 256);
-        d.status = d.epoch + XCHG_MAX_BLOCKS;
-        d.cap = CAP;
-        d.timeout_cycles = (long long)khz * 1000LL * 10;
-        d.tp = 2;
-        d.rank = r;
-        CU_TRY(cu.cuMemcpyHtoD(s[r].local, &d, sizeof d));
-    }
+    for (int r = 0; r < 2; r++)
+        if (xchg_desc_write(&s[r], regions, 2, r, g->dev, 10.0))
+            return -1;
     return 0;
 }
 
@@ -140,7 +122,7 @@ int bench_xchg_gpu(int argc, char **argv)
         kit_close(k);
         return kit_path ? 1 : 2;
     }
-    side s[2];
+    xchg_mem s[2];
     CUstream st[2];
     CUdeviceptr mine[2], out[2], big[2];
     size_t big_bytes = (size_t)1 << 30;
@@ -182,7 +164,7 @@ int bench_xchg_gpu(int argc, char **argv)
         xarg xa[2];
         CUgraphExec gx[2] = {0, 0}, gc = 0;
         for (int r = 0; r < 2; r++) {
-            xa[r] = (xarg){k, s[r].local, mine[r], out[r], n, ps[p].rows, ps[p].cols, ps[p].gather};
+            xa[r] = (xarg){k, xchg_desc_ptr(&s[r]), mine[r], out[r], n, ps[p].rows, ps[p].cols, ps[p].gather};
             if (capture(st[r], one_xchg, &xa[r], &gx[r]))
                 goto fail;
         }
@@ -192,8 +174,8 @@ int bench_xchg_gpu(int argc, char **argv)
             time_graphs(&gc, st, 1, (int)reps, &tc))
             goto fail;
         unsigned status[2] = {1, 1};
-        cu.cuMemcpyDtoH(&status[0], s[0].local + 256 + XCHG_MAX_BLOCKS * 4, 4);
-        cu.cuMemcpyDtoH(&status[1], s[1].local + 256 + XCHG_MAX_BLOCKS * 4, 4);
+        cu.cuMemcpyDtoH(&status[0], xchg_status_ptr(&s[0]), 4);
+        cu.cuMemcpyDtoH(&status[1], xchg_status_ptr(&s[1]), 4);
         if (status[0] || status[1]) {
             dsk_err("an exchange waited past its bound (status %u %u)", status[0], status[1]);
             goto fail;

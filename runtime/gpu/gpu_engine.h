@@ -8,6 +8,7 @@
 #include "runtime/engram/engram_store.h"
 #include "runtime/gpu/gpu_weights.h"
 #include "runtime/launch/exl3.h"
+#include "runtime/launch/xchg.h"
 #include "runtime/model/rope.h"
 
 #include <stddef.h>
@@ -100,10 +101,8 @@ struct gpu_backend {
     CUdeviceptr xn, qkv, q, qi, kv, o, z, y32, y16, wix, score, lat, lat2, a32, s32, ik, bs, cand;
     CUdeviceptr logits_part;       /* tp > 1: the head's logits of this rank's vocabulary rows [R][V/tp] */
     int xready, xkind;             /* tp > 1: set up (by the first round), GPU_XCHG_PEER or GPU_XCHG_HOST */
-    CUdeviceptr xregion, xlocal;   /* peer memory: this rank's region (slots, flags), its descriptor and counters */
-    CUdeviceptr xdesc, xstatus;
+    xchg_mem xm;                   /* peer memory: this rank's region, descriptor and counters */
     CUdeviceptr xpeer[8];          /* the other ranks' regions opened through CUDA IPC */
-    int64_t xcap;                  /* floats per slot */
     void *xs_host;                 /* the host transport's pinned memory */
     size_t xs_bytes, xs_all_bytes;
     CUdeviceptr logits, head_in, tokens_out, logprob_out, top_ids_out, top_lp_out, sample_params;

@@ -58,33 +58,21 @@ static void peer_free(gpu_backend *b)
     for (int r = 0; r < XCHG_MAX_RANKS; r++)
         if (b->xpeer[r])
             cu.cuIpcCloseMemHandle(b->xpeer[r]);
-    if (b->xregion)
-        cu.cuMemFree(b->xregion);
-    if (b->xlocal)
-        cu.cuMemFree(b->xlocal);
     memset(b->xpeer, 0, sizeof b->xpeer);
-    b->xregion = b->xlocal = 0;
+    xchg_mem_free(&b->xm);
 }
 
-/* This rank's region and descriptor memory, zeroed, and its IPC handle: 0, or -1 with a message (then the
- * ranks use the host). */
+/* This rank's exchange memory, zeroed, and its IPC handle: 0, or -1 with a message (then the ranks use the
+ * host). */
 static int peer_alloc(gpu_backend *b, xchg_rec *me)
 {
     size_t R = (size_t)b->max_rows, vl = (size_t)(b->w.split.v1 - b->w.split.v0);
     size_t cap = R * (size_t)b->cfg->dim;
     if (XCHG_PEER_GATHER_ROWS * vl > cap)
         cap = XCHG_PEER_GATHER_ROWS * vl;
-    b->xcap = (int64_t)cap;
-    size_t flags = 2 * cap * sizeof(float);
-    CU_TRY(cu.cuMemAlloc(&b->xregion, flags + XCHG_MAX_BLOCKS * sizeof(unsigned)));
-    CU_TRY(cu.cuMemsetD8(b->xregion + flags, 0, XCHG_MAX_BLOCKS * sizeof(unsigned)));
-    /* the descriptor, then the counters and the status */
-    size_t dbytes = (sizeof(xchg_desc) + 255) & ~(size_t)255;
-    CU_TRY(cu.cuMemAlloc(&b->xlocal, dbytes + (XCHG_MAX_BLOCKS + 1) * sizeof(unsigned)));
-    CU_TRY(cu.cuMemsetD8(b->xlocal + dbytes, 0, (XCHG_MAX_BLOCKS + 1) * sizeof(unsigned)));
-    CU_TRY(cu.cuCtxSynchronize());
-    CU_TRY(cu.cuIpcGetMemHandle(&me->h, b->xregion));
-    me->ptr = (uint64_t)b->xregion;
+    TRY(xchg_mem_alloc(&b->xm, (int64_t)cap));
+    CU_TRY(cu.cuIpcGetMemHandle(&me->h, b->xm.region));
+    me->ptr = (uint64_t)b->xm.region;
     return 0;
 }
 
@@ -92,36 +80,21 @@ static int peer_alloc(gpu_backend *b, xchg_rec *me)
 static int peer_open(gpu_backend *b, const xchg_rec *all)
 {
     rank_xchg *x = b->xchg;
-    xchg_desc d;
-    memset(&d, 0, sizeof d);
-    size_t flags = 2 * (size_t)b->xcap * sizeof(float), dbytes = (sizeof(xchg_desc) + 255) & ~(size_t)255;
+    CUdeviceptr regions[XCHG_MAX_RANKS];
     for (int r = 0; r < x->tp; r++) {
-        CUdeviceptr p = b->xregion;
+        regions[r] = b->xm.region;
         if (r != x->rank && all[r].pid == all[x->rank].pid)
-            p = (CUdeviceptr)all[r].ptr; /* the same process (and context): the pointer itself */
+            regions[r] = (CUdeviceptr)all[r].ptr; /* the same process (and context): the pointer itself */
         else if (r != x->rank) {
             CUresult cr = cu.cuIpcOpenMemHandle(&b->xpeer[r], all[r].h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
             if (cr != CUDA_SUCCESS) {
                 b->xpeer[r] = 0;
                 return dsk_cu_fail(cr, "cuIpcOpenMemHandle"), dsk_err_ctx("rank %d's exchange region", r);
             }
-            p = b->xpeer[r];
+            regions[r] = b->xpeer[r];
         }
-        d.slot[r] = (float *)(uintptr_t)p;
-        d.flag[r] = (unsigned *)(uintptr_t)(p + flags);
     }
-    int khz = 0;
-    CU_TRY(cu.cuDeviceGetAttribute(&khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, b->g.dev));
-    d.epoch = (unsigned *)(uintptr_t)(b->xlocal + dbytes);
-    d.status = d.epoch + XCHG_MAX_BLOCKS;
-    d.cap = b->xcap;
-    d.timeout_cycles = (long long)(khz > 0 ? khz : 2000000) * 1000LL * XCHG_TIMEOUT_S;
-    d.tp = x->tp;
-    d.rank = x->rank;
-    CU_TRY(cu.cuMemcpyHtoD(b->xlocal, &d, sizeof d));
-    b->xdesc = b->xlocal;
-    b->xstatus = b->xlocal + dbytes + XCHG_MAX_BLOCKS * sizeof(unsigned);
-    return 0;
+    return xchg_desc_write(&b->xm, regions, x->tp, x->rank, b->g.dev, XCHG_TIMEOUT_S);
 }
 
 /* Every rank's flag, gathered: 1 when all are set. */
@@ -210,7 +183,7 @@ int gpu_xchg_check(gpu_backend *b)
     unsigned st = 0;
     /* on the round's stream: a copy on the context's default stream could wait for another rank's next
      * exchange where ranks share a context (the tests' threads) */
-    CU_TRY(cu.cuMemcpyDtoHAsync(&st, b->xstatus, sizeof st, b->s));
+    CU_TRY(cu.cuMemcpyDtoHAsync(&st, xchg_status_ptr(&b->xm), sizeof st, b->s));
     CU_TRY(cu.cuStreamSynchronize(b->s));
     if (st)
         return dsk_err("rank %d: an exchange waited %d s (the bound) for rank %u", b->xchg->rank, XCHG_TIMEOUT_S,
@@ -243,10 +216,11 @@ int gpu_xchg_sum(gpu_backend *b, CUdeviceptr buf, int64_t n)
     if (b->xkind == GPU_XCHG_HOST)
         return host_sum(b, buf, n);
     /* in place: a block reads its part of buf before it writes the sum there */
-    for (int64_t at = 0; at < n; at += b->xcap) {
-        int64_t m = n - at < b->xcap ? n - at : b->xcap;
+    int64_t cap = b->xm.cap;
+    for (int64_t at = 0; at < n; at += cap) {
+        int64_t m = n - at < cap ? n - at : cap;
         CUdeviceptr d = buf + (CUdeviceptr)at * 4;
-        TRY(op_xchg_sum(b->k, b->s, b->xdesc, b->xcap, d, d, m));
+        TRY(op_xchg_sum(b->k, b->s, xchg_desc_ptr(&b->xm), cap, d, d, m));
     }
     return 0;
 }
@@ -278,11 +252,11 @@ int gpu_xchg_gather_cols(gpu_backend *b, CUdeviceptr part, CUdeviceptr full, int
 {
     if (b->xkind == GPU_XCHG_HOST)
         return host_gather(b, part, full, rows, cols);
-    int per = (int)(b->xcap / cols), tp = b->xchg->tp;
+    int per = (int)(b->xm.cap / cols), tp = b->xchg->tp;
     per = per < XCHG_PEER_GATHER_ROWS ? per : XCHG_PEER_GATHER_ROWS;
     for (int r0 = 0; r0 < rows; r0 += per) {
         int m = rows - r0 < per ? rows - r0 : per;
-        TRY(op_xchg_gather(b->k, b->s, b->xdesc, b->xcap, part + (CUdeviceptr)r0 * cols * 4,
+        TRY(op_xchg_gather(b->k, b->s, xchg_desc_ptr(&b->xm), b->xm.cap, part + (CUdeviceptr)r0 * cols * 4,
                            full + (CUdeviceptr)r0 * tp * cols * 4, m, cols));
     }
     return 0;

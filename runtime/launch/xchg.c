@@ -1,6 +1,66 @@
 #include "runtime/launch/xchg.h"
+#include "kit/src/xchg_abi.cuh"
 #include "manifest/rules/rules.h"
 #include "runtime/common/error.h"
+
+#include <string.h>
+
+/* The local block: the descriptor, then (256 bytes in) the counter words, then the status word. */
+#define XCHG_DESC_BYTES (((size_t)sizeof(xchg_desc) + 255) & ~(size_t)255)
+#define XCHG_FLAGS_AT(cap) ((size_t)(cap) * 2 * sizeof(float))
+
+int xchg_mem_alloc(xchg_mem *m, int64_t cap)
+{
+    memset(m, 0, sizeof *m);
+    m->cap = cap;
+    CU_TRY(cu.cuMemAlloc(&m->region, XCHG_FLAGS_AT(cap) + XCHG_MAX_BLOCKS * sizeof(unsigned)));
+    CU_TRY(cu.cuMemsetD8(m->region + XCHG_FLAGS_AT(cap), 0, XCHG_MAX_BLOCKS * sizeof(unsigned)));
+    CU_TRY(cu.cuMemAlloc(&m->local, XCHG_DESC_BYTES + (XCHG_MAX_BLOCKS + 1) * sizeof(unsigned)));
+    CU_TRY(cu.cuMemsetD8(m->local + XCHG_DESC_BYTES, 0, (XCHG_MAX_BLOCKS + 1) * sizeof(unsigned)));
+    CU_TRY(cu.cuCtxSynchronize());
+    return 0;
+}
+
+void xchg_mem_free(xchg_mem *m)
+{
+    if (m->region)
+        cu.cuMemFree(m->region);
+    if (m->local)
+        cu.cuMemFree(m->local);
+    m->region = m->local = 0;
+}
+
+CUdeviceptr xchg_desc_ptr(const xchg_mem *m)
+{
+    return m->local;
+}
+
+CUdeviceptr xchg_status_ptr(const xchg_mem *m)
+{
+    return m->local + XCHG_DESC_BYTES + XCHG_MAX_BLOCKS * sizeof(unsigned);
+}
+
+int xchg_desc_write(const xchg_mem *m, const CUdeviceptr *regions, int tp, int rank, CUdevice dev, double timeout_s)
+{
+    if (tp < 1 || tp > XCHG_MAX_RANKS || rank < 0 || rank >= tp)
+        return dsk_err("xchg: rank %d of %d (at most %d ranks)", rank, tp, XCHG_MAX_RANKS);
+    xchg_desc d;
+    memset(&d, 0, sizeof d);
+    for (int r = 0; r < tp; r++) {
+        d.slot[r] = (float *)(uintptr_t)regions[r];
+        d.flag[r] = (unsigned *)(uintptr_t)(regions[r] + XCHG_FLAGS_AT(m->cap));
+    }
+    int khz = 0;
+    CU_TRY(cu.cuDeviceGetAttribute(&khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, dev));
+    d.epoch = (unsigned *)(uintptr_t)(m->local + XCHG_DESC_BYTES);
+    d.status = d.epoch + XCHG_MAX_BLOCKS;
+    d.cap = m->cap;
+    d.timeout_cycles = (long long)((khz > 0 ? khz : 2000000) * 1000.0 * timeout_s);
+    d.tp = tp;
+    d.rank = rank;
+    CU_TRY(cu.cuMemcpyHtoD(m->local, &d, sizeof d));
+    return 0;
+}
 
 static int launch(const kit *k, CUstream s, int mode, CUdeviceptr desc, int64_t cap, CUdeviceptr mine, CUdeviceptr out,
                   int64_t n, int cols)

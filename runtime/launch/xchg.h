@@ -8,6 +8,23 @@
 
 #include <stdint.h>
 
+/* A rank's exchange memory: its region (two slots of cap floats, then a flag per block), which the other
+ * ranks read, and its own block (the descriptor, the exchange counter, the status word). */
+typedef struct {
+    CUdeviceptr region, local;
+    int64_t cap;
+} xchg_mem;
+
+/* Allocate both, the flags and the counter zero (it waits for that). */
+int xchg_mem_alloc(xchg_mem *m, int64_t cap);
+void xchg_mem_free(xchg_mem *m);
+/* Write rank `rank` of tp's descriptor into m->local: regions[r] is rank r's region as this process
+ * addresses it (m->region for rank), a wait's bound timeout_s seconds of device dev's SM clock. */
+int xchg_desc_write(const xchg_mem *m, const CUdeviceptr *regions, int tp, int rank, CUdevice dev, double timeout_s);
+/* The descriptor (what the ops take) and the status word (0; 1 + the rank a wait gave up on). */
+CUdeviceptr xchg_desc_ptr(const xchg_mem *m);
+CUdeviceptr xchg_status_ptr(const xchg_mem *m);
+
 /* out [n] = Σ over ranks of their mine [n], in rank order. n <= the descriptor's slot capacity. */
 int op_xchg_sum(const kit *k, CUstream s, CUdeviceptr desc, int64_t cap, CUdeviceptr mine, CUdeviceptr out, int64_t n);
 /* out [rows][tp·cols] = every rank's mine [rows][cols] side by side; rows·cols <= the capacity. */

@@ -18,44 +18,22 @@
 
 #define CAP ((int64_t)1 << 20)
 
-typedef struct {
-    CUdeviceptr region, local, desc, status;
-} rank_side;
-
-static void sides(rank_side *s, int tp, long long timeout_cycles)
+/* Two ranks' exchange memory, each rank's descriptor naming both regions (one process: the pointers). */
+static void sides(gpu_ctx *c, xchg_mem *s, int tp, double timeout_s)
 {
-    size_t flags = 2 * (size_t)CAP * 4, dbytes = 256;
+    CUdeviceptr regions[XCHG_MAX_RANKS];
     for (int r = 0; r < tp; r++) {
-        s[r].region = dev_alloc(flags + XCHG_MAX_BLOCKS * 4);
-        dev_memset(s[r].region + flags, 0, XCHG_MAX_BLOCKS * 4);
-        s[r].local = dev_alloc(dbytes + (XCHG_MAX_BLOCKS + 1) * 4);
-        dev_memset(s[r].local + dbytes, 0, (XCHG_MAX_BLOCKS + 1) * 4);
-        s[r].desc = s[r].local;
-        s[r].status = s[r].local + dbytes + XCHG_MAX_BLOCKS * 4;
+        must(xchg_mem_alloc(&s[r], CAP), "a rank's exchange memory");
+        regions[r] = s[r].region;
     }
-    for (int r = 0; r < tp; r++) {
-        xchg_desc d;
-        memset(&d, 0, sizeof d);
-        for (int q = 0; q < tp; q++) {
-            d.slot[q] = (float *)(uintptr_t)s[q].region;
-            d.flag[q] = (unsigned *)(uintptr_t)(s[q].region + flags);
-        }
-        d.epoch = (unsigned *)(uintptr_t)(s[r].local + dbytes);
-        d.status = d.epoch + XCHG_MAX_BLOCKS;
-        d.cap = CAP;
-        d.timeout_cycles = timeout_cycles;
-        d.tp = tp;
-        d.rank = r;
-        dev_upload_to(s[r].desc, &d, sizeof d);
-    }
+    for (int r = 0; r < tp; r++)
+        must(xchg_desc_write(&s[r], regions, tp, r, c->g->dev, timeout_s), "a rank's descriptor");
 }
 
-static void free_sides(rank_side *s, int tp)
+static void free_sides(xchg_mem *s, int tp)
 {
-    for (int r = 0; r < tp; r++) {
-        dev_free(s[r].region);
-        dev_free(s[r].local);
-    }
+    for (int r = 0; r < tp; r++)
+        xchg_mem_free(&s[r]);
 }
 
 static void cu_ok(CUresult r, const char *what)
@@ -76,10 +54,8 @@ void test_xchg(gpu_ctx *c)
         return;
     }
     enum { TP = 2 };
-    int khz = 0;
-    cu_ok(cu.cuDeviceGetAttribute(&khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, c->g->dev), "the clock rate");
-    rank_side s[TP];
-    sides(s, TP, (long long)khz * 1000LL * 10); /* 10 s */
+    xchg_mem s[TP];
+    sides(c, s, TP, 10.0);
     CUstream st[TP];
     st[0] = c->s;
     cu_ok(cu.cuStreamCreate(&st[1], CU_STREAM_NON_BLOCKING), "cuStreamCreate");
@@ -107,8 +83,8 @@ void test_xchg(gpu_ctx *c)
                 dev_upload_to(dpart[k], part[k], (size_t)n * 4);
             }
             for (int k = 0; k < TP; k++) {
-                int rc = xs[i].mode ? op_xchg_gather(c->k, st[k], s[k].desc, CAP, dpart[k], dout[k], xs[i].rows, xs[i].cols)
-                                    : op_xchg_sum(c->k, st[k], s[k].desc, CAP, dpart[k], dout[k], n);
+                int rc = xs[i].mode ? op_xchg_gather(c->k, st[k], xchg_desc_ptr(&s[k]), CAP, dpart[k], dout[k], xs[i].rows, xs[i].cols)
+                                    : op_xchg_sum(c->k, st[k], xchg_desc_ptr(&s[k]), CAP, dpart[k], dout[k], n);
                 must(rc, "an exchange");
             }
             for (int k = 0; k < TP; k++)
@@ -125,8 +101,8 @@ void test_xchg(gpu_ctx *c)
             }
         }
     unsigned st0 = 1, st1 = 1;
-    dev_download(&st0, s[0].status, 4);
-    dev_download(&st1, s[1].status, 4);
+    dev_download(&st0, xchg_status_ptr(&s[0]), 4);
+    dev_download(&st1, xchg_status_ptr(&s[1]), 4);
     check(c, bad == 0 && st0 == 0 && st1 == 0, "xchg", "2 ranks, sums and gathers",
           "%d of %d results differ from the reference (%d exchanges a rank: 1 to 1024 rows of 5120, gathers of up to 16 "
           "rows of 64640); status %u %u",
@@ -137,7 +113,7 @@ void test_xchg(gpu_ctx *c)
         for (int k = 0; k < TP; k++) {
             fill_f32(&r, part[k], (size_t)n);
             cu_ok(cu.cuMemcpyHtoDAsync(dout[k], part[k], (size_t)n * 4, st[k]), "an upload on the rank's stream");
-            must(op_xchg_sum(c->k, st[k], s[k].desc, CAP, dout[k], dout[k], n), "an exchange in place");
+            must(op_xchg_sum(c->k, st[k], xchg_desc_ptr(&s[k]), CAP, dout[k], dout[k], n), "an exchange in place");
         }
         for (int k = 0; k < TP; k++)
             cu_ok(cu.cuStreamSynchronize(st[k]), "an exchange on the device");
@@ -152,21 +128,21 @@ void test_xchg(gpu_ctx *c)
     }
     free_sides(s, TP);
     /* a peer that never comes: rank 0 alone, a bound of about 20 ms */
-    sides(s, TP, (long long)khz * 20);
+    sides(c, s, TP, 0.02);
     double t0 = dsk_now();
-    must(op_xchg_sum(c->k, st[0], s[0].desc, CAP, dpart[0], dout[0], 5120), "a lone exchange");
+    must(op_xchg_sum(c->k, st[0], xchg_desc_ptr(&s[0]), CAP, dpart[0], dout[0], 5120), "a lone exchange");
     cu_ok(cu.cuStreamSynchronize(st[0]), "a lone exchange on the device");
     double dt = dsk_now() - t0;
     unsigned lone = 0;
-    dev_download(&lone, s[0].status, 4);
+    dev_download(&lone, xchg_status_ptr(&s[0]), 4);
     check(c, lone == 2 && dt < 5.0, "xchg", "a peer that never comes",
           "status %u (2: it waited for rank 1), returned after %.3f s (bound 20 ms of SM clock)", lone, dt);
     free_sides(s, TP);
     check(c, op_xchg_sum(c->k, st[0], 0, CAP, dpart[0], dout[0], 16) != 0, "xchg", "no descriptor", "refused: %s",
           dsk_err_msg());
-    check(c, op_xchg_sum(c->k, st[0], s[0].desc, CAP, dpart[0], dout[0], CAP + 1) != 0, "xchg", "past the slots",
+    check(c, op_xchg_sum(c->k, st[0], xchg_desc_ptr(&s[0]), CAP, dpart[0], dout[0], CAP + 1) != 0, "xchg", "past the slots",
           "refused: %s", dsk_err_msg());
-    check(c, op_xchg_gather(c->k, st[0], s[0].desc, CAP, dpart[0] + 4, dout[0], 1, 16) != 0, "xchg", "misaligned",
+    check(c, op_xchg_gather(c->k, st[0], xchg_desc_ptr(&s[0]), CAP, dpart[0] + 4, dout[0], 1, 16) != 0, "xchg", "misaligned",
           "refused: %s", dsk_err_msg());
     cu.cuStreamDestroy(st[1]);
     for (int k = 0; k < TP; k++) {
