@@ -167,6 +167,10 @@ int needs_for_model(const model_config *c, const needs_settings *s, need_list *o
     rc |= add_variant(out, "tensor-parallel exchange: the sum of the ranks' partials", &v);
     rule_xchg_pick(1, &v);
     rc |= add_variant(out, "tensor-parallel exchange: the gather of the ranks' logits", &v);
+    rule_xchg_pick(2, &v);
+    rc |= add_variant(out, "tensor-parallel exchange through NCCL: the sum of the gathered partials", &v);
+    rule_xchg_pick(3, &v);
+    rc |= add_variant(out, "tensor-parallel exchange through NCCL: the gathered logits placed", &v);
     /* vec_glue: every layer's window keys (RMSNorm, RoPE, FP8; the DSpark stages' main KV the same), q_norm,
      * Q's RoPE and o's inverse RoPE; a kv source's latent norm, latent RoPE + FP4/e4m3 and index keys
      * (norm, RoPE, FP4/e8m0); an index source's queries (RoPE, FP4/e8m0). The pick depends on the width

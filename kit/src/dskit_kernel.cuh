@@ -53,6 +53,20 @@ __device__ __forceinline__ uint4 dsk_ld_nc16(const uint4 *p)
     return v;
 }
 
+// 16-byte volatile store and load (one access each, past L1: other GPUs' and ranks' words).
+__device__ __forceinline__ void dsk_st_volatile16(void *p, uint4 v)
+{
+    asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+                 : "memory");
+}
+__device__ __forceinline__ uint4 dsk_ld_volatile16(const void *p)
+{
+    uint4 v;
+    asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p)
+                 : "memory");
+    return v;
+}
+
 // The shared-memory address of a generic pointer into shared memory (what cp.async takes).
 __device__ __forceinline__ u32 dsk_smem_addr(const void *p) { return (u32)__cvta_generic_to_shared(p); }
 
@@ -82,6 +96,16 @@ __device__ __forceinline__ void dsk_pdl_wait() {}        // grids run one at a t
 __device__ __forceinline__ void dsk_pdl_launch_next() {}
 __device__ __forceinline__ uint4 dsk_ld_stream16(const uint4 *p) { return *p; }
 __device__ __forceinline__ uint4 dsk_ld_nc16(const uint4 *p) { return *p; }
+__device__ __forceinline__ void dsk_st_volatile16(void *p, uint4 v)
+{
+    volatile unsigned *q = (volatile unsigned *)p;
+    q[0] = v.x, q[1] = v.y, q[2] = v.z, q[3] = v.w;
+}
+__device__ __forceinline__ uint4 dsk_ld_volatile16(const void *p)
+{
+    const volatile unsigned *q = (const volatile unsigned *)p;
+    return uint4{q[0], q[1], q[2], q[3]};
+}
 __device__ __forceinline__ u32 dsk_smem_addr(const void *p) { return emu_smem_addr(p); }
 __device__ __forceinline__ void dsk_cp_async16(u32 saddr, const void *g) { emu_cp_async16(saddr, g); }
 __device__ __forceinline__ void dsk_cp_async_commit() { emu_cp_async_commit(); }

@@ -83,10 +83,12 @@ void rule_mhc_pre_pick(int hc, int d, rule_variant *v);
 void rule_mhc_post_pick(int hc, rule_variant *v);
 /* tap_mean: the variant for hc streams. */
 void rule_tap_mean_pick(int hc, rule_variant *v);
-/* xchg: the sum (mode 0) or the gather (mode 1) of the ranks' parts; the blocks of an exchange of n floats
- * (at most XCHG_MAX_BLOCKS = 128: the flags each rank holds). */
+/* xchg: the sum (mode 0) or the gather (mode 1) of the ranks' parts through peer memory, the same of parts
+ * NCCL gathered (modes 2 and 3); the blocks of an exchange of n floats (modes 0 and 1: always
+ * RULE_XCHG_BLOCKS, each with its own count of exchanges, a pair of floats a thread and a stride). */
+#define RULE_XCHG_BLOCKS 256
 void rule_xchg_pick(int mode, rule_variant *v);
-int rule_xchg_blocks(long long n);
+int rule_xchg_blocks(int mode, long long n);
 /* vec_glue: 16-byte chunks per lane (1, 2, 5, 8) of a vector of `width` (at most 2048; 0 beyond), and
  * the variant for that width and QDQ kind (runtime/common/kv_quant.h). */
 int rule_vec_glue_chunks(int width);

@@ -3,12 +3,15 @@
  * ranks on two GPUs do (two processes on one GPU time-slice it instead). Per decode-sized payload: one
  * exchange inside a CUDA graph of 64, both ranks' graphs launched together, the time per exchange; beside
  * it, in the same run, a device-to-device copy of the same bytes inside a graph of 64 (the data movement
- * alone) and the streaming-read roofline of the GPU (a large copy). NCCL refuses two ranks on one GPU. */
+ * alone), the same exchange through NCCL as one GPU allows it (a one-rank communicator: its all-gather and
+ * the combining launch, inside a graph of 64; NCCL refuses two ranks on one GPU) and the streaming-read
+ * roofline of the GPU (a large copy). */
 #include "kit/src/xchg_abi.cuh"
 #include "runtime/cli.h"
 #include "runtime/common/error.h"
 #include "runtime/common/util.h"
 #include "runtime/driver/kit.h"
+#include "runtime/driver/nccl_api.h"
 #include "runtime/launch/xchg.h"
 
 #include <stdio.h>
@@ -23,7 +26,7 @@ static int sides_init(xchg_mem *s, const dsk_gpu *g)
 {
     CUdeviceptr regions[2];
     for (int r = 0; r < 2; r++) {
-        if (xchg_mem_alloc(&s[r], CAP))
+        if (xchg_mem_alloc(&s[r], CAP, 2))
             return -1;
         regions[r] = s[r].region;
     }
@@ -67,6 +70,25 @@ typedef struct {
     CUdeviceptr dst, src;
     size_t bytes;
 } carg;
+
+typedef struct {
+    const kit *k;
+    ncclComm_t comm;
+    CUdeviceptr desc, mine, region, out;
+    int64_t n;
+    int rows, cols, gather;
+} narg;
+
+static int one_nccl(void *p, CUstream st)
+{
+    narg *a = p;
+    ncclResult_t r = nccl.ncclAllGather((const void *)(uintptr_t)a->mine, (void *)(uintptr_t)a->region, (size_t)a->n,
+                                        ncclFloat32, a->comm, st);
+    if (dsk_nccl_settle(a->comm, r, 10.0, "ncclAllGather"))
+        return -1;
+    return a->gather ? op_xchg_place(a->k, st, a->desc, CAP, a->region, a->out, a->rows, a->cols)
+                     : op_xchg_combine(a->k, st, a->desc, CAP, a->region, a->out, a->n);
+}
 
 static int one_copy(void *p, CUstream st)
 {
@@ -122,7 +144,9 @@ int bench_xchg_gpu(int argc, char **argv)
         kit_close(k);
         return kit_path ? 1 : 2;
     }
-    xchg_mem s[2];
+    xchg_mem s[2], nm = {0};
+    ncclComm_t comm = NULL;
+    char nccl_why[256] = "";
     CUstream st[2];
     CUdeviceptr mine[2], out[2], big[2];
     size_t big_bytes = (size_t)1 << 30;
@@ -138,6 +162,19 @@ int bench_xchg_gpu(int argc, char **argv)
             dsk_err("allocating the bench's buffers failed");
             goto fail;
         }
+    /* NCCL as one GPU allows it: one rank; its all-gather lands in a region of its own */
+    {
+        ncclUniqueId id;
+        ncclResult_t nr;
+        if (dsk_nccl_open() || (nr = nccl.ncclGetUniqueId(&id)) != ncclSuccess ||
+            dsk_nccl_comm_init(&comm, 1, &id, 0, 30.0) || xchg_mem_alloc(&nm, CAP, 1) ||
+            xchg_desc_write(&nm, NULL, 1, 0, g.dev, 1.0)) {
+            snprintf(nccl_why, sizeof nccl_why, "%s", dsk_err_msg());
+            if (comm)
+                nccl.ncclCommAbort(comm);
+            comm = NULL;
+        }
+    }
     /* the roofline: a 1 GiB device-to-device copy reads and writes 2 GiB */
     double t0 = dsk_now();
     for (int i = 0; i < 5; i++)
@@ -151,8 +188,10 @@ int bench_xchg_gpu(int argc, char **argv)
     printf("dskit bench exchange: 2 ranks as 2 streams of %s (one context, running at once), the xchg kernel "
            "(peer memory), graphs of %d exchanges, median of %ld; device copy roofline %.0f GB/s\n",
            g.name, PER_GRAPH, reps, roof / 1e9);
-    printf("%-22s %10s %14s %14s %12s %10s\n", "payload", "bytes/rank", "exchange us", "d2d copy us", "GB/s",
-           "% roofline");
+    if (!comm)
+        printf("NCCL: not measured (%s)\n", nccl_why);
+    printf("%-22s %10s %14s %14s %16s %12s %10s\n", "payload", "bytes/rank", "exchange us", "d2d copy us",
+           "NCCL 1 rank us", "GB/s", "% roofline");
     struct {
         const char *what;
         int rows, cols, gather;
@@ -169,10 +208,17 @@ int bench_xchg_gpu(int argc, char **argv)
                 goto fail;
         }
         carg ca = {out[0], mine[0], (size_t)n * 4};
-        double tx = 0, tc = 0;
+        double tx = 0, tc = 0, tn = -1;
         if (capture(st[0], one_copy, &ca, &gc) || time_graphs(gx, st, 2, (int)reps, &tx) ||
             time_graphs(&gc, st, 1, (int)reps, &tc))
             goto fail;
+        if (comm) {
+            narg na = {k, comm, xchg_desc_ptr(&nm), mine[0], nm.region, out[0], n, ps[p].rows, ps[p].cols, ps[p].gather};
+            CUgraphExec gn = 0;
+            if (capture(st[0], one_nccl, &na, &gn) || time_graphs(&gn, st, 1, (int)reps, &tn))
+                goto fail;
+            cu.cuGraphExecDestroy(gn);
+        }
         unsigned status[2] = {1, 1};
         cu.cuMemcpyDtoH(&status[0], xchg_status_ptr(&s[0]), 4);
         cu.cuMemcpyDtoH(&status[1], xchg_status_ptr(&s[1]), 4);
@@ -181,11 +227,14 @@ int bench_xchg_gpu(int argc, char **argv)
             goto fail;
         }
         double per = tx / PER_GRAPH, bytes = (double)n * 4;
-        /* bytes a rank's launch moves: its part read twice, its slot written, the other's read, the result
-         * written (twice as wide for a gather) */
-        double gbs = bytes * (ps[p].gather ? 6 : 5) / per / 1e9;
-        printf("%-22s %10.0f %14.2f %14.2f %12.1f %9.1f%%\n", ps[p].what, bytes, per * 1e6, tc / PER_GRAPH * 1e6, gbs,
-               100.0 * gbs * 1e9 / roof);
+        /* bytes a rank's launch moves: its part read twice, written to the other as 8-byte words, the
+         * other's words read, the result written (twice as wide for a gather) */
+        double gbs = bytes * (ps[p].gather ? 8 : 7) / per / 1e9;
+        char nb[32] = "-";
+        if (tn >= 0)
+            snprintf(nb, sizeof nb, "%.2f", tn / PER_GRAPH * 1e6);
+        printf("%-22s %10.0f %14.2f %14.2f %16s %12.1f %9.1f%%\n", ps[p].what, bytes, per * 1e6, tc / PER_GRAPH * 1e6,
+               nb, gbs, 100.0 * gbs * 1e9 / roof);
         for (int r = 0; r < 2; r++)
             cu.cuGraphExecDestroy(gx[r]);
         cu.cuGraphExecDestroy(gc);
@@ -194,6 +243,9 @@ int bench_xchg_gpu(int argc, char **argv)
 fail:
     if (rc)
         fprintf(stderr, "dskit bench exchange: %s\n", dsk_err_msg());
+    if (comm)
+        nccl.ncclCommDestroy(comm);
+    xchg_mem_free(&nm);
     kit_close(k);
     return rc;
 }

@@ -7,6 +7,7 @@
 #include "runtime/engine/backend.h"
 #include "runtime/engram/engram_store.h"
 #include "runtime/gpu/gpu_weights.h"
+#include "runtime/gpu/gpu_xchg.h"
 #include "runtime/launch/exl3.h"
 #include "runtime/launch/xchg.h"
 #include "runtime/model/rope.h"
@@ -100,8 +101,10 @@ struct gpu_backend {
     CUdeviceptr X, X2, coef, coef2, pi0;     /* streams, coefficients, one-hot π */
     CUdeviceptr xn, qkv, q, qi, kv, o, z, y32, y16, wix, score, lat, lat2, a32, s32, ik, bs, cand;
     CUdeviceptr logits_part;       /* tp > 1: the head's logits of this rank's vocabulary rows [R][V/tp] */
-    int xready, xkind;             /* tp > 1: set up (by the first round), GPU_XCHG_PEER or GPU_XCHG_HOST */
-    xchg_mem xm;                   /* peer memory: this rank's region, descriptor and counters */
+    int xready, xkind;             /* tp > 1: set up (by the first round), GPU_XCHG_PEER, _NCCL or _HOST */
+    xchg_mem xm;                   /* peer memory: this rank's region, descriptor and counters (NCCL: the
+                                      region receives the all-gather) */
+    struct ncclComm *ncomm;        /* NCCL's communicator */
     CUdeviceptr xpeer[8];          /* the other ranks' regions opened through CUDA IPC */
     void *xs_host;                 /* the host transport's pinned memory */
     size_t xs_bytes, xs_all_bytes;
@@ -220,11 +223,11 @@ typedef struct {
  * becomes Σ over ranks of their partials in rank order; gather_cols: every rank's part [rows][cols]
  * into full [rows][tp·cols] (rank r's at columns r·cols), part and full apart. Queued on the stream
  * (peer memory: a graph captures them), or done when they return (the host). */
-enum { GPU_XCHG_HOST, GPU_XCHG_PEER };
 /* The transport, agreed by every rank (collective: called by the first round or draft on every rank, once
  * all have opened; a no-op after). */
 int gpu_xchg_init(gpu_backend *b);
-/* After a round (peer memory): an exchange that waited past its bound fails it, naming the rank. */
+/* After a round: an exchange that waited past its bound (peer memory) or that NCCL failed fails it,
+ * naming the rank. */
 int gpu_xchg_check(gpu_backend *b);
 void gpu_xchg_free(gpu_backend *b);
 int gpu_xchg_sum(gpu_backend *b, CUdeviceptr buf, int64_t n);

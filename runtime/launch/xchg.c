@@ -5,18 +5,23 @@
 
 #include <string.h>
 
-/* The local block: the descriptor, then (256 bytes in) the counter words, then the status word. */
+/* The local block: the descriptor, then (256 bytes in) a count per block, then the status. */
 #define XCHG_DESC_BYTES (((size_t)sizeof(xchg_desc) + 255) & ~(size_t)255)
-#define XCHG_FLAGS_AT(cap) ((size_t)(cap) * 2 * sizeof(float))
+#define XCHG_LOCAL_WORDS (RULE_XCHG_BLOCKS + 1)
 
-int xchg_mem_alloc(xchg_mem *m, int64_t cap)
+int xchg_mem_alloc(xchg_mem *m, int64_t cap, int tp)
 {
     memset(m, 0, sizeof *m);
-    m->cap = cap;
-    CU_TRY(cu.cuMemAlloc(&m->region, XCHG_FLAGS_AT(cap) + XCHG_MAX_BLOCKS * sizeof(unsigned)));
-    CU_TRY(cu.cuMemsetD8(m->region + XCHG_FLAGS_AT(cap), 0, XCHG_MAX_BLOCKS * sizeof(unsigned)));
-    CU_TRY(cu.cuMemAlloc(&m->local, XCHG_DESC_BYTES + (XCHG_MAX_BLOCKS + 1) * sizeof(unsigned)));
-    CU_TRY(cu.cuMemsetD8(m->local + XCHG_DESC_BYTES, 0, (XCHG_MAX_BLOCKS + 1) * sizeof(unsigned)));
+    if (cap < 2 || tp < 1 || tp > XCHG_MAX_RANKS)
+        return dsk_err("xchg: a region of %lld floats for %d ranks (at most %d)", (long long)cap, tp, XCHG_MAX_RANKS);
+    m->cap = (cap + 1) & ~(int64_t)1;
+    m->tp = tp;
+    /* two parities × tp senders × cap words of 8 bytes, zero: no word carries an exchange number yet */
+    m->region_bytes = 2 * (size_t)tp * (size_t)m->cap * sizeof(unsigned long long);
+    CU_TRY(cu.cuMemAlloc(&m->region, m->region_bytes));
+    CU_TRY(cu.cuMemsetD8(m->region, 0, m->region_bytes));
+    CU_TRY(cu.cuMemAlloc(&m->local, XCHG_DESC_BYTES + XCHG_LOCAL_WORDS * sizeof(unsigned)));
+    CU_TRY(cu.cuMemsetD8(m->local + XCHG_DESC_BYTES, 0, XCHG_LOCAL_WORDS * sizeof(unsigned)));
     CU_TRY(cu.cuCtxSynchronize());
     return 0;
 }
@@ -37,23 +42,21 @@ CUdeviceptr xchg_desc_ptr(const xchg_mem *m)
 
 CUdeviceptr xchg_status_ptr(const xchg_mem *m)
 {
-    return m->local + XCHG_DESC_BYTES + XCHG_MAX_BLOCKS * sizeof(unsigned);
+    return m->local + XCHG_DESC_BYTES + RULE_XCHG_BLOCKS * sizeof(unsigned);
 }
 
 int xchg_desc_write(const xchg_mem *m, const CUdeviceptr *regions, int tp, int rank, CUdevice dev, double timeout_s)
 {
-    if (tp < 1 || tp > XCHG_MAX_RANKS || rank < 0 || rank >= tp)
-        return dsk_err("xchg: rank %d of %d (at most %d ranks)", rank, tp, XCHG_MAX_RANKS);
+    if (tp != m->tp || rank < 0 || rank >= tp)
+        return dsk_err("xchg: rank %d of %d, in memory laid out for %d ranks", rank, tp, m->tp);
     xchg_desc d;
     memset(&d, 0, sizeof d);
-    for (int r = 0; r < tp; r++) {
-        d.slot[r] = (float *)(uintptr_t)regions[r];
-        d.flag[r] = (unsigned *)(uintptr_t)(regions[r] + XCHG_FLAGS_AT(m->cap));
-    }
+    for (int r = 0; r < tp; r++)
+        d.recv[r] = regions ? (unsigned long long *)(uintptr_t)regions[r] : NULL;
     int khz = 0;
     CU_TRY(cu.cuDeviceGetAttribute(&khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, dev));
     d.epoch = (unsigned *)(uintptr_t)(m->local + XCHG_DESC_BYTES);
-    d.status = d.epoch + XCHG_MAX_BLOCKS;
+    d.status = d.epoch + RULE_XCHG_BLOCKS;
     d.cap = m->cap;
     d.timeout_cycles = (long long)((khz > 0 ? khz : 2000000) * 1000.0 * timeout_s);
     d.tp = tp;
@@ -77,7 +80,7 @@ static int launch(const kit *k, CUstream s, int mode, CUdeviceptr desc, int64_t 
         return -1;
     long long nn = n;
     void *args[] = {&desc, &mine, &out, &nn, &cols};
-    return kit_launch(kk, (unsigned)rule_xchg_blocks(n), 1, 1, s, args, 5);
+    return kit_launch(kk, (unsigned)rule_xchg_blocks(mode, n), 1, 1, s, args, 5);
 }
 
 int op_xchg_sum(const kit *k, CUstream s, CUdeviceptr desc, int64_t cap, CUdeviceptr mine, CUdeviceptr out, int64_t n)
@@ -91,4 +94,17 @@ int op_xchg_gather(const kit *k, CUstream s, CUdeviceptr desc, int64_t cap, CUde
     if (rows < 0 || cols < 1)
         return dsk_err("xchg: a gather of %d rows of %d floats", rows, cols);
     return launch(k, s, 1, desc, cap, mine, out, (int64_t)rows * cols, cols);
+}
+
+int op_xchg_combine(const kit *k, CUstream s, CUdeviceptr desc, int64_t cap, CUdeviceptr all, CUdeviceptr out, int64_t n)
+{
+    return launch(k, s, 2, desc, cap, all, out, n, 1);
+}
+
+int op_xchg_place(const kit *k, CUstream s, CUdeviceptr desc, int64_t cap, CUdeviceptr all, CUdeviceptr out, int rows,
+                  int cols)
+{
+    if (rows < 0 || cols < 1)
+        return dsk_err("xchg: placing %d rows of %d floats", rows, cols);
+    return launch(k, s, 3, desc, cap, all, out, (int64_t)rows * cols, cols);
 }

@@ -93,6 +93,7 @@ void test_engine_draft(gpu_ctx *c);
 void test_engine_tp2(gpu_ctx *c);
 void test_engine_counters(gpu_ctx *c);
 void test_xchg(gpu_ctx *c);
+void test_xchg_nccl(gpu_ctx *c);
 void test_vision_tower(gpu_ctx *c);
 
 #endif

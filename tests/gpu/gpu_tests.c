@@ -121,13 +121,14 @@ static const family_test tests[] = {
     {"vision_mm", test_vision_mm},      {"vision_glue", test_vision_glue},
     {"vision_attn", test_vision_attn},
     {"xchg", test_xchg},                /* two ranks' exchanges through peer memory (two streams) */
+    {"xchg_nccl", test_xchg_nccl},      /* the NCCL transport with one GPU */
     {"engine", test_engine},
     {"vision_tower", test_vision_tower}, /* the tower on the GPU against the CPU's, stage by stage */
     {"engine_draft", test_engine_draft}, /* drafted == serial on the GPU */
     {"engine_fill", test_engine_fill},   /* masks written while the forward runs == given */
     {"engine_exact", test_engine_exact}, /* the GPU against itself: batched, chunked == alone */
-    {"engine_tp2", test_engine_tp2},
-    {"engine_counters", test_engine_counters}, /* the EXL3 arrival counters: zero after every round, cleared on failure */     /* two ranks (threads on GPU 0) against one, layer by layer */
+    {"engine_tp2", test_engine_tp2},           /* two ranks (threads on GPU 0) against one, layer by layer */
+    {"engine_counters", test_engine_counters}, /* the EXL3 arrival counters: zero after every round, cleared on failure */
 };
 
 int main(int argc, char **argv)

@@ -17,7 +17,7 @@
 #include "runtime/gpu/gpu_engine.h"
 #include "runtime/ref/sampling.h"
 #include "tests/gpu/gpu_check.h"
-#include "tests/ranks/xchg_threads.h"
+#include "runtime/ranks/threads_xchg.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -288,7 +288,7 @@ static void run_tp2(gpu_ctx *c, const char *dir, const char *kit_path, const cha
     memset(valid, 0xff, sizeof(uint32_t) * (size_t)(V + 31) / 32);
     threads_shared sh;
     threads_xchg X[2];
-    must(threads_shared_init(&sh, 2), "the threads transport");
+    must(threads_shared_init(&sh, 2, 60.0), "the threads transport");
     const engine_backend_ops *ops;
     gpu_backend *one = open_rank(dir, kit_path, rank_xchg_single(), valid, &ops), *rk[2];
     for (int r = 0; r < 2; r++) {

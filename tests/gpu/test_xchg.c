@@ -8,6 +8,7 @@
 #include "runtime/common/error.h"
 #include "runtime/common/rng.h"
 #include "runtime/common/util.h"
+#include "runtime/driver/nccl_api.h"
 #include "runtime/launch/xchg.h"
 #include "runtime/ref/xchg.h"
 #include "tests/gpu/gpu_check.h"
@@ -23,7 +24,7 @@ static void sides(gpu_ctx *c, xchg_mem *s, int tp, double timeout_s)
 {
     CUdeviceptr regions[XCHG_MAX_RANKS];
     for (int r = 0; r < tp; r++) {
-        must(xchg_mem_alloc(&s[r], CAP), "a rank's exchange memory");
+        must(xchg_mem_alloc(&s[r], CAP, tp), "a rank's exchange memory");
         regions[r] = s[r].region;
     }
     for (int r = 0; r < tp; r++)
@@ -150,6 +151,121 @@ void test_xchg(gpu_ctx *c)
         dev_free(dpart[k]);
         dev_free(dout[k]);
     }
+    free(got);
+    free(want);
+}
+
+/* The NCCL transport with what one GPU allows (NCCL refuses two ranks on one GPU): the combining launches
+ * (modes 2 and 3) of parts laid out as NCCL's all-gather leaves them, for two ranks, against the
+ * reference; a one-rank communicator joined through the bounded non-blocking init, its all-gather and the
+ * combine captured in a graph and replayed, equal to eager and to the reference; a two-rank communicator
+ * whose other rank never comes refused within its bound. Skipped on the emulator (no NCCL device). */
+void test_xchg_nccl(gpu_ctx *c)
+{
+    if (!strncmp(c->g->name, "dskit emulator", 14)) {
+        printf("xchg_nccl: skipped (the emulator is no NCCL device)\n");
+        return;
+    }
+    enum { TP = 2 };
+    dsk_rng r = fresh_rng(0x9cc1);
+    xchg_mem m;
+    must(xchg_mem_alloc(&m, CAP, TP), "the gather region");
+    must(xchg_desc_write(&m, NULL, TP, 1, c->g->dev, 1.0), "a descriptor without peers");
+    size_t most = (size_t)CAP;
+    float *all = xmalloc(most * TP * 4), *got = xmalloc(most * TP * 4), *want = xmalloc(most * TP * 4);
+    CUdeviceptr dout = dev_alloc(most * TP * 4);
+    struct {
+        int mode, rows, cols;
+    } xs[] = {{2, 1, 5120}, {2, 16, 5120}, {2, 7, 999}, {3, 1, 64640}, {3, 16, 64640}, {3, 3, 5}};
+    int bad = 0, nx = (int)(sizeof xs / sizeof xs[0]);
+    for (int i = 0; i < nx; i++) {
+        int64_t n = (int64_t)xs[i].rows * xs[i].cols;
+        fill_f32(&r, all, (size_t)n * TP);
+        dev_upload_to(m.region, all, (size_t)n * TP * 4);
+        const float *const parts[TP] = {all, all + n};
+        int rc = xs[i].mode == 2 ? op_xchg_combine(c->k, c->s, xchg_desc_ptr(&m), CAP, m.region, dout, n)
+                                 : op_xchg_place(c->k, c->s, xchg_desc_ptr(&m), CAP, m.region, dout, xs[i].rows,
+                                                 xs[i].cols);
+        must(rc, "a combining launch");
+        cu_ok(cu.cuStreamSynchronize(c->s), "a combining launch on the device");
+        if (xs[i].mode == 2)
+            ref_xchg_sum(parts, TP, n, want);
+        else
+            ref_xchg_gather(parts, TP, xs[i].rows, xs[i].cols, want);
+        size_t outn = (size_t)n * (xs[i].mode == 3 ? TP : 1);
+        dev_download(got, dout, outn * 4);
+        bad += memcmp(got, want, outn * 4) != 0;
+    }
+    check(c, bad == 0, "xchg_nccl", "modes 2 and 3 (2 ranks' gathered parts)",
+          "%d of %d combinations differ from the reference (sums of 1 to 16 rows of 5120, places of up to 16 rows of "
+          "64640)",
+          bad, nx);
+    xchg_mem_free(&m);
+
+    if (dsk_nccl_open()) {
+        check(c, 0, "xchg_nccl", "NCCL", "%s", dsk_err_msg());
+        goto out;
+    }
+    ncclUniqueId id;
+    ncclComm_t comm = NULL;
+    ncclResult_t nr = nccl.ncclGetUniqueId(&id);
+    must(nr != ncclSuccess ? dsk_nccl_fail(nr, NULL, "ncclGetUniqueId") : 0, "NCCL's unique id");
+    double t0 = dsk_now();
+    must(dsk_nccl_comm_init(&comm, 1, &id, 0, 30.0), "a one-rank NCCL communicator");
+    printf("xchg_nccl: NCCL %d joined a one-rank communicator in %.2f s\n", nccl.version, dsk_now() - t0);
+    must(xchg_mem_alloc(&m, CAP, 1), "the gather region");
+    must(xchg_desc_write(&m, NULL, 1, 0, c->g->dev, 1.0), "a one-rank descriptor");
+    int64_t n = 16 * 5120;
+    CUdeviceptr dpart = dev_alloc((size_t)n * 4), deager = dev_alloc((size_t)n * 4);
+    fill_f32(&r, all, (size_t)n);
+    dev_upload_to(dpart, all, (size_t)n * 4);
+    /* eager, then the same in a graph (an all-gather then a combine, as the engine queues them) */
+    nr = nccl.ncclAllGather((const void *)(uintptr_t)dpart, (void *)(uintptr_t)m.region, (size_t)n, ncclFloat32, comm,
+                            c->s);
+    must(dsk_nccl_settle(comm, nr, 10.0, "ncclAllGather"), "an eager all-gather");
+    must(op_xchg_combine(c->k, c->s, xchg_desc_ptr(&m), CAP, m.region, deager, n), "an eager combine");
+    cu_ok(cu.cuStreamSynchronize(c->s), "the eager exchange");
+    CUgraph gr;
+    CUgraphExec ge;
+    cu_ok(cu.cuMemsetD32Async(dout, 0, (size_t)n, c->s), "clearing the output");
+    cu_ok(cu.cuStreamBeginCapture(c->s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
+    nr = nccl.ncclAllGather((const void *)(uintptr_t)dpart, (void *)(uintptr_t)m.region, (size_t)n, ncclFloat32, comm,
+                            c->s);
+    int crc = dsk_nccl_settle(comm, nr, 10.0, "ncclAllGather in a capture");
+    if (!crc)
+        crc = op_xchg_combine(c->k, c->s, xchg_desc_ptr(&m), CAP, m.region, dout, n);
+    CUresult er = cu.cuStreamEndCapture(c->s, &gr);
+    must(crc, "capturing the exchange");
+    cu_ok(er, "cuStreamEndCapture");
+    cu_ok(cu.cuGraphInstantiateWithFlags(&ge, gr, 0), "cuGraphInstantiateWithFlags");
+    for (int k = 0; k < 3; k++)
+        cu_ok(cu.cuGraphLaunch(ge, c->s), "cuGraphLaunch");
+    cu_ok(cu.cuStreamSynchronize(c->s), "the replayed exchanges");
+    ncclResult_t async = ncclSuccess;
+    nccl.ncclCommGetAsyncError(comm, &async);
+    dev_download(got, dout, (size_t)n * 4);
+    dev_download(want, deager, (size_t)n * 4);
+    int graph_same = !memcmp(got, want, (size_t)n * 4), ref_same = !memcmp(want, all, (size_t)n * 4);
+    check(c, graph_same && ref_same && async == ncclSuccess, "xchg_nccl", "one rank: eager and graph",
+          "16 rows of 5120 through ncclAllGather + combine: graph %s eager, eager %s the part; async %s",
+          graph_same ? "==" : "!=", ref_same ? "==" : "!=", nccl.ncclGetErrorString(async));
+    cu.cuGraphExecDestroy(ge);
+    cu.cuGraphDestroy(gr);
+    nccl.ncclCommDestroy(comm);
+    xchg_mem_free(&m);
+    dev_free(dpart);
+    dev_free(deager);
+    /* a second rank that never joins: the bounded init gives up */
+    nr = nccl.ncclGetUniqueId(&id);
+    must(nr != ncclSuccess ? dsk_nccl_fail(nr, NULL, "ncclGetUniqueId") : 0, "NCCL's unique id");
+    t0 = dsk_now();
+    int lone = dsk_nccl_comm_init(&comm, 2, &id, 0, 2.0);
+    double dt = dsk_now() - t0;
+    check(c, lone != 0 && comm == NULL && dt < 10.0, "xchg_nccl", "a rank that never joins",
+          "refused after %.2f s (bound 2 s): %s", dt, lone ? dsk_err_msg() : "it joined");
+out:
+    dev_free(dout);
+    free(all);
     free(got);
     free(want);
 }

@@ -8,7 +8,7 @@
  *   - the logits bit for bit given the same last hidden state (the head's vocabulary split changes no sum);
  *   - both ranks bit for bit identical everywhere. */
 #include "tests/model/model_test_util.h"
-#include "tests/ranks/xchg_threads.h"
+#include "runtime/ranks/threads_xchg.h"
 
 #include "runtime/common/numerics.h"
 #include "runtime/common/rng.h"
@@ -125,6 +125,13 @@ typedef struct {
 
 static rank_run runs[2];
 
+/* Both ranks here (an all-gather of nothing is a barrier). */
+static int sync_ranks(int rank)
+{
+    int32_t me = rank, all[2];
+    return X[rank].x.allgather(&X[rank].x, &me, sizeof me, all);
+}
+
 static void *run_rank(void *arg)
 {
     rank_run *rr = arg;
@@ -138,13 +145,16 @@ static void *run_rank(void *arg)
         /* both ranks are on the same call: the barrier inside every exchange keeps them together */
         if (rr->ctx.rank == 0)
             cur_call = call;
-        pthread_barrier_wait(&SH.bar);
-        if (cpu_forward(m, rr->s, tokens + p0, n, n - 1, rr->logits[call], NULL)) {
+        if (sync_ranks(rr->ctx.rank) ||
+            cpu_forward(m, rr->s, tokens + p0, n, n - 1, rr->logits[call], NULL)) {
             rr->rc = -1;
             return NULL;
         }
         rr->s->len += n;
-        pthread_barrier_wait(&SH.bar);
+        if (sync_ranks(rr->ctx.rank)) {
+            rr->rc = -1;
+            return NULL;
+        }
     }
     return NULL;
 }
@@ -157,7 +167,7 @@ static int setup(void **state)
         return -1;
     char dir[1100];
     snprintf(dir, sizeof dir, "%s/ckpt", model_test_root);
-    if (threads_shared_init(&SH, 2))
+    if (threads_shared_init(&SH, 2, 60.0))
         return -1;
     for (int r = 0; r < 2; r++) {
         if (cpu_model_load(dir, (size_t)1 << 30, &R[r]))
