@@ -85,8 +85,11 @@ void rule_mhc_post_pick(int hc, rule_variant *v);
 void rule_tap_mean_pick(int hc, rule_variant *v);
 /* xchg: the sum (mode 0) or the gather (mode 1) of the ranks' parts through peer memory, the same of parts
  * NCCL gathered (modes 2 and 3); the blocks of an exchange of n floats (modes 0 and 1: always
- * RULE_XCHG_BLOCKS, each with its own count of exchanges, a pair of floats a thread and a stride). */
-#define RULE_XCHG_BLOCKS 256
+ * RULE_XCHG_BLOCKS, each with its own count of exchanges, a pair of floats a thread and a stride). 128:
+ * fewer than the H200's SMs, so ranks that share one GPU's context (threads: the tests, bench decode --tp 2)
+ * leave room for the other rank's kernels while one spins; at 256 the TP2 bench starved the other rank
+ * until the 30 s bound, and a 1-row exchange took 2.73 us against 2.40 at 128 (H200, measured). */
+#define RULE_XCHG_BLOCKS 128
 void rule_xchg_pick(int mode, rule_variant *v);
 int rule_xchg_blocks(int mode, long long n);
 /* vec_glue: 16-byte chunks per lane (1, 2, 5, 8) of a vector of `width` (at most 2048; 0 beyond), and

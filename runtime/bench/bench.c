@@ -38,9 +38,10 @@ static const bench_entry benches[] = {
     {"vision", bench_vision, "vision [--model DIR] [--kit KIT] [--reps N]: image decode + preprocessing time on the "
                              "CPU for 448x448, 1024x768 and 1920x1080 PNG and JPEG images; with --kit, the tower "
                              "and aligner on the GPU for them, per image and per launch"},
-    {"decode", bench_decode, "decode --kit KIT --model DIR [--contexts 4096,65536] [--rounds N]: the GPU engine's "
-                             "decode rounds (1-16 rows, a 6-row verify window): time per layer, its EXL3 matmuls "
-                             "alone, bytes read against the roofline, launches per layer; prompt tok/s"},
+    {"decode", bench_decode, "decode --kit KIT --model DIR [--contexts 4096,65536] [--rounds N] [--tp 2]: the GPU "
+                             "engine's decode rounds (1-16 rows, a 6-row verify window): time per layer, its EXL3 "
+                             "matmuls alone, bytes read against the roofline, launches per layer; prompt tok/s; "
+                             "--tp 2: TP2 against TP1, the ranks threads on GPU 0"},
     {"cpu", bench_cpu, "cpu [--model DIR] [--prompt-len N] [--decode N] [--threads N] [--reps N]: the CPU model's "
                        "prefill and decode tok/s (default: the tiny synthetic checkpoint), serial and drafted"},
     {"serve", bench_serve, "serve [--model DIR] [--draft on|off] [--prompt-len N] [--tokens N] [--threads N]: the HTTP "

@@ -11,6 +11,7 @@
  * rows draw under real grammar masks (json_object over the model's tokenizer, each row a random walk of
  * its own), the masks made before the round or by the round's fill while its forward runs, against the
  * same rounds without masks. */
+#include "runtime/bench/bench_decode_tp.h"
 #include "runtime/cli.h"
 #include "runtime/common/error.h"
 #include "runtime/common/rng.h"
@@ -438,7 +439,7 @@ int bench_decode(int argc, char **argv)
     const char *kit_path = NULL, *model = NULL, *engram = "host";
     int64_t contexts[4] = {4096};
     int nctx = 1;
-    long reps = 20;
+    long reps = 20, tp = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
@@ -452,7 +453,12 @@ int bench_decode(int argc, char **argv)
             engram = v;
         else if (!strcmp(a, "--model"))
             model = v;
-        else if (!strcmp(a, "--rounds")) {
+        else if (!strcmp(a, "--tp")) {
+            if (cli_parse_int(a, v, 1, 2, &tp)) {
+                fprintf(stderr, "dskit bench decode: %s\n", dsk_err_msg());
+                return 2;
+            }
+        } else if (!strcmp(a, "--rounds")) {
             if (cli_parse_int(a, v, 1, 10000, &reps)) {
                 fprintf(stderr, "dskit bench decode: %s\n", dsk_err_msg());
                 return 2;
@@ -476,8 +482,15 @@ int bench_decode(int argc, char **argv)
     }
     if (!kit_path || !model) {
         fprintf(stderr, "usage: dskit bench decode --kit KIT --model DIR [--contexts 4096,65536] [--rounds N]\n"
-                        "                          [--engram host|device|nvme:DIR[,...]]\n");
+                        "                          [--engram host|device|nvme:DIR[,...]] [--tp 2]\n");
         return 2;
+    }
+    if (tp == 2) { /* the TP2 against TP1 table only (runtime/bench/bench_decode_tp.c) */
+        if (bench_decode_tp(kit_path, model, contexts, nctx, (int)reps)) {
+            fprintf(stderr, "dskit bench decode --tp 2: %s\n", dsk_err_msg());
+            return dsk_err_msg()[0] && strstr(dsk_err_msg(), "no CUDA device") ? 2 : 1;
+        }
+        return 0;
     }
     /* each placement in turn: the backend opened afresh, the same tables */
     char list[1024];

@@ -2,7 +2,7 @@
  * "Exactness"): a prompt, then the CPU's greedy tokens one round at a time; every GPU block is fed the
  * CPU's input to it (streams and π), and after its attention the CPU's attention output, so each sublayer
  * is compared on identical inputs. Reported per layer: the relative L2 error of the attention and MoE
- * outputs, the share of window-ring and compressed-cache codes that differ, the rows whose MoE expert set
+ * outputs, the share of window-ring and compressed-cache codes that differ and by how many code steps, the rows whose MoE expert set
  * differs from the CPU's and the largest CPU margin at such a row's cut, and the logits' error given the
  * same last hidden state. Gates: the sublayer outputs within ENGINE_TOL (on random weights an ulp can flip
  * an expert or a top-k pick), every flipped expert choice a near-tie (margin under 1 % of the row's
@@ -17,6 +17,7 @@
 #include "runtime/gpu/gpu_engine.h"
 #include "runtime/model/vision_span.h"
 #include "runtime/ref/cand_blocks.h"
+#include "runtime/ref/kvquant.h"
 #include "runtime/ref/moe_route.h"
 #include "runtime/ref/sampling.h"
 #include "tests/gpu/gpu_check.h"
@@ -281,6 +282,61 @@ static gpu_backend *open_gpu(const char *dir, const char *kit_path, int max_seqs
     return impl;
 }
 
+/* How many code steps apart the GPU's and the CPU's dequantised cache values are (docs/model.md
+ * "Exactness": the goal is at most one). Per scale block the scale is recovered from the CPU's values
+ * (the FP8 window: the power of two at or above its amax / 448; the FP4 compressed rows: its amax / 6,
+ * the largest code being 6), and both values are coded on that grid; a block whose GPU values give
+ * another scale is counted apart. */
+typedef struct {
+    size_t one, more, scale_differs;
+    int most;
+    double more_mag; /* of the values more than one step apart: the largest |value| over its block's amax */
+} code_steps;
+
+static int e4m3_ord(float x)
+{
+    uint8_t c = f32_to_e4m3(x > 448.0f ? 448.0f : x < -448.0f ? -448.0f : x);
+    return c & 0x80 ? -(int)(c & 0x7f) : (int)(c & 0x7f);
+}
+
+static int e2m1_ord(float x)
+{
+    uint8_t c = f32_to_e2m1(x);
+    return c & 8 ? -(int)(c & 7) : (int)(c & 7);
+}
+
+static float amax_bf16(const uint16_t *v, int n)
+{
+    float a = 0;
+    for (int i = 0; i < n; i++)
+        a = fabsf(bf16_to_f32(v[i])) > a ? fabsf(bf16_to_f32(v[i])) : a;
+    return a;
+}
+
+static void code_steps_add(code_steps *cs, const uint16_t *g, const uint16_t *w, int n, int fp8)
+{
+    int bl = fp8 ? 32 : 16;
+    for (int b = 0; b + bl <= n; b += bl) {
+        float aw = amax_bf16(w + b, bl), ag = amax_bf16(g + b, bl);
+        if (aw == 0.0f)
+            continue;
+        float sw = fp8 ? kvq_pow2_ceil(aw / 448.0f) : aw / 6.0f, sg = fp8 ? kvq_pow2_ceil(ag / 448.0f) : ag / 6.0f;
+        cs->scale_differs += sg != sw;
+        for (int i = b; i < b + bl; i++) {
+            if (g[i] == w[i])
+                continue;
+            float x = bf16_to_f32(g[i]) / sw, y = bf16_to_f32(w[i]) / sw;
+            int d = fp8 ? abs(e4m3_ord(x) - e4m3_ord(y)) : abs(e2m1_ord(x) - e2m1_ord(y));
+            cs->one += d <= 1;
+            cs->more += d > 1;
+            cs->most = d > cs->most ? d : cs->most;
+            double mag = fmax(fabs(x), fabs(y)) * sw / aw;
+            if (d > 1 && mag > cs->more_mag)
+                cs->more_mag = mag;
+        }
+    }
+}
+
 void test_engine(gpu_ctx *c)
 {
     const char *dir = getenv("DSKIT_TEST_MODEL");
@@ -381,6 +437,7 @@ void test_engine(gpu_ctx *c)
         uint16_t *ring = xmalloc(sizeof(uint16_t) * (size_t)b->ring * hd);
         dev_download(ring, b->rings + (CUdeviceptr)l * b->max_seqs * b->ring * hd * 2, sizeof(uint16_t) * (size_t)b->ring * hd);
         size_t diff = 0, total = 0;
+        code_steps rs = {0}, cs = {0};
         for (int64_t p = s->len - cfg->window_size; p < s->len; p++) {
             if (p < 0)
                 continue;
@@ -388,6 +445,7 @@ void test_engine(gpu_ctx *c)
             for (int i = 0; i < hd; i++)
                 diff += g[i] != w[i];
             total += (size_t)hd;
+            code_steps_add(&rs, g, w, hd, 1);
         }
         size_t cdiff = 0, ctotal = 0;
         if (rl->is_kv_source) {
@@ -396,6 +454,8 @@ void test_engine(gpu_ctx *c)
             dev_download(ck, b->ckv[l], sizeof(uint16_t) * (size_t)rows * hd);
             for (int64_t i = 0; i < rows * hd; i++)
                 cdiff += ck[i] != s->ckv[l][i];
+            for (int64_t row = 0; row < rows; row++)
+                code_steps_add(&cs, ck + row * hd, s->ckv[l] + row * hd, hd, 0);
             ctotal = (size_t)(rows * hd);
             free(ck);
         }
@@ -405,11 +465,15 @@ void test_engine(gpu_ctx *c)
                      (f.route_flips[l] == 0 || f.flip_margin[l] < 0.01) &&
                      (f.idx_flips[l] == 0 || f.idx_margin[l] < 0.01) && (f.cand_flips[l] == 0 || f.cand_margin[l] < 0.01),
               "engine", shape,
-              "rel L2 input %.2e, attention %.2e, MoE %.2e; ring codes differing %.2f%%, compressed %.2f%%; experts: "
+              "rel L2 input %.2e, attention %.2e, MoE %.2e; ring codes differing %.2f%% (%zu by one step, %zu by more, "
+              "at most %d, those at most %.4f of their block's amax; %zu blocks' scales differ), compressed %.2f%% (%zu, "
+              "%zu, at most %d, %.4f; %zu); experts: "
               "%ld of %ld rows chose otherwise (largest margin %.3f%%); index top-k: %ld of %ld (%.3f%%); candidate "
               "blocks: %ld of %ld (%.3f%%)",
-              f.err_in[l], f.err_attn[l], f.err_ffn[l], total ? 100.0 * diff / total : 0.0,
-              ctotal ? 100.0 * cdiff / ctotal : 0.0, f.route_flips[l], f.route_rows[l], 100.0 * f.flip_margin[l],
+              f.err_in[l], f.err_attn[l], f.err_ffn[l], total ? 100.0 * diff / total : 0.0, rs.one, rs.more, rs.most,
+              rs.more_mag, rs.scale_differs, ctotal ? 100.0 * cdiff / ctotal : 0.0, cs.one, cs.more, cs.most,
+              cs.more_mag, cs.scale_differs,
+              f.route_flips[l], f.route_rows[l], 100.0 * f.flip_margin[l],
               f.idx_flips[l], f.idx_rows[l], 100.0 * f.idx_margin[l], f.cand_flips[l], f.cand_rows[l],
               100.0 * f.cand_margin[l]);
         free(ring);
