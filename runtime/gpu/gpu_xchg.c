@@ -121,8 +121,8 @@ static int all_agree(rank_xchg *x, int mine, int *all_ok)
     return 0;
 }
 
-/* This rank's record; why_nccl: why NCCL could not be loaded, when it could not. */
-static int where_init(gpu_backend *b, gpu_xchg_where *me, int try_nccl, char *why_nccl, size_t why_n)
+/* This rank's record. */
+static int where_init(gpu_backend *b, gpu_xchg_where *me)
 {
     memset(me, 0, sizeof *me);
     me->pid = (int32_t)getpid();
@@ -135,8 +135,6 @@ static int where_init(gpu_backend *b, gpu_xchg_where *me, int try_nccl, char *wh
     if (f)
         fclose(f);
     me->host[strcspn(me->host, "\n")] = 0;
-    me->nccl = try_nccl && !dsk_nccl_open();
-    snprintf(why_nccl, why_n, "%s", try_nccl && !me->nccl ? dsk_err_msg() : "not tried");
     return 0;
 }
 
@@ -174,28 +172,29 @@ static int nccl_setup(gpu_backend *b, char *why, size_t why_n, int *ok)
     rank_xchg *x = b->xchg;
     ncclUniqueId ids[XCHG_MAX_RANKS], mine;
     memset(&mine, 0, sizeof mine);
-    int ready = 1;
-    if (x->rank == 0) {
+    /* every rank loads NCCL (only now: ranks on one host never need it) and prepares its region */
+    int32_t ready = !dsk_nccl_open(), all_ready[XCHG_MAX_RANKS];
+    if (ready && x->rank == 0) {
         ncclResult_t r = nccl.ncclGetUniqueId(&mine);
-        if (r != ncclSuccess) {
-            dsk_nccl_fail(r, NULL, "ncclGetUniqueId");
-            ready = 0;
-        }
+        if (r != ncclSuccess)
+            ready = (dsk_nccl_fail(r, NULL, "ncclGetUniqueId"), 0);
     }
     if (ready && (xchg_mem_alloc(&b->xm, xchg_cap(b), x->tp) ||
                   xchg_desc_write(&b->xm, NULL, x->tp, x->rank, b->g.dev, XCHG_TIMEOUT_S)))
         ready = 0;
-    if (!ready)
-        snprintf(why, why_n, "%s", dsk_err_msg());
-    if (x->allgather(x, &mine, sizeof mine, ids))
+    char mine_why[256];
+    snprintf(mine_why, sizeof mine_why, "%s", ready ? "" : dsk_err_msg());
+    if (x->allgather(x, &ready, sizeof ready, all_ready) || x->allgather(x, &mine, sizeof mine, ids))
         return dsk_err_ctx("rank %d: sharing NCCL's unique id", x->rank);
-    if (all_agree(x, ready, ok))
-        return -1;
-    if (!*ok) {
-        if (ready)
-            snprintf(why, why_n, "a rank could not prepare NCCL");
+    *ok = 1;
+    for (int r = 0; r < x->tp && *ok; r++)
+        if (!all_ready[r]) {
+            *ok = 0;
+            snprintf(why, why_n, "rank %d could not set up NCCL%s%s", r, r == x->rank ? ": " : "",
+                     r == x->rank ? mine_why : "");
+        }
+    if (!*ok)
         return 0;
-    }
     int joined = !dsk_nccl_comm_init(&b->ncomm, x->tp, &ids[0], x->rank, XCHG_TIMEOUT_S);
     if (!joined)
         snprintf(why, why_n, "%s", dsk_err_msg());
@@ -213,8 +212,7 @@ static void nccl_free(gpu_backend *b)
     b->ncomm = NULL;
 }
 
-int gpu_xchg_pick(const gpu_xchg_where *w, int tp, int rank, const char *want, const char *why_nccl, char *why,
-                  size_t why_n)
+int gpu_xchg_pick(const gpu_xchg_where *w, int tp, const char *want, char *why, size_t why_n)
 {
     if (want && strcmp(want, "host") && strcmp(want, "peer") && strcmp(want, "nccl"))
         return dsk_err("DSKIT_XCHG=%s: host, peer or nccl expected", want);
@@ -234,11 +232,6 @@ int gpu_xchg_pick(const gpu_xchg_where *w, int tp, int rank, const char *want, c
             snprintf(why, why_n, "NCCL refuses two ranks on one GPU");
             return GPU_XCHG_HOST;
         }
-        for (int r = 0; r < tp; r++)
-            if (!w[r].nccl) {
-                snprintf(why, why_n, "rank %d has no NCCL%s%s", r, r == rank ? ": " : "", r == rank ? why_nccl : "");
-                return GPU_XCHG_HOST;
-            }
         return GPU_XCHG_NCCL;
     }
     if (!one_host) {
@@ -265,13 +258,12 @@ int gpu_xchg_init(gpu_backend *b)
         return dsk_err("%d ranks: the GPU exchanges take at most %d", x->tp, XCHG_MAX_RANKS);
     const char *want = getenv("DSKIT_XCHG");
     gpu_xchg_where w[XCHG_MAX_RANKS], me;
-    char why_nccl[256], why[320];
-    int try_nccl = !want || !strcmp(want, "nccl");
-    TRY(where_init(b, &me, try_nccl, why_nccl, sizeof why_nccl));
+    char why[320];
+    TRY(where_init(b, &me));
     if (x->allgather(x, &me, sizeof me, w))
         return dsk_err_ctx("rank %d: agreeing on the exchange transport", x->rank);
     /* the same choice on every rank: the same records, and a launcher gives every rank the same DSKIT_XCHG */
-    int kind = gpu_xchg_pick(w, x->tp, x->rank, want, why_nccl, why, sizeof why);
+    int kind = gpu_xchg_pick(w, x->tp, want, why, sizeof why);
     if (kind < 0)
         return dsk_err_ctx("rank %d", x->rank);
     int ok = 0;
