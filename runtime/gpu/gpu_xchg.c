@@ -335,36 +335,13 @@ static int host_sum(gpu_backend *b, CUdeviceptr buf, int64_t n)
     return 0;
 }
 
-/* NCCL: the all-gather into the region ([tp][m]), then the sum in rank order back into buf. */
-static int nccl_sum(gpu_backend *b, CUdeviceptr buf, int64_t n)
+/* NCCL: src [n] of every rank all-gathered into the region ([tp][n], rank r's at r·n). */
+static int nccl_allgather(gpu_backend *b, CUdeviceptr src, int64_t n)
 {
-    int64_t cap = b->xm.cap;
-    for (int64_t at = 0; at < n; at += cap) {
-        int64_t m = n - at < cap ? n - at : cap;
-        CUdeviceptr d = buf + (CUdeviceptr)at * 4;
-        ncclResult_t r = nccl.ncclAllGather((const void *)(uintptr_t)d, (void *)(uintptr_t)b->xm.region, (size_t)m,
-                                            ncclFloat32, b->ncomm, b->s);
-        if (dsk_nccl_settle(b->ncomm, r, XCHG_TIMEOUT_S, "ncclAllGather"))
-            return dsk_err_ctx("rank %d: the exchange of %lld floats", b->xchg->rank, (long long)m);
-        TRY(op_xchg_combine(b->k, b->s, xchg_desc_ptr(&b->xm), cap, b->xm.region, d, m));
-    }
-    return 0;
-}
-
-static int nccl_gather(gpu_backend *b, CUdeviceptr part, CUdeviceptr full, int rows, int cols)
-{
-    int per = (int)(b->xm.cap / cols), tp = b->xchg->tp;
-    per = per < XCHG_PEER_GATHER_ROWS ? per : XCHG_PEER_GATHER_ROWS;
-    for (int r0 = 0; r0 < rows; r0 += per) {
-        int m = rows - r0 < per ? rows - r0 : per;
-        CUdeviceptr src = part + (CUdeviceptr)r0 * cols * 4;
-        ncclResult_t r = nccl.ncclAllGather((const void *)(uintptr_t)src, (void *)(uintptr_t)b->xm.region,
-                                            (size_t)m * (size_t)cols, ncclFloat32, b->ncomm, b->s);
-        if (dsk_nccl_settle(b->ncomm, r, XCHG_TIMEOUT_S, "ncclAllGather"))
-            return dsk_err_ctx("rank %d: the gather of %d rows of %d floats", b->xchg->rank, m, cols);
-        TRY(op_xchg_place(b->k, b->s, xchg_desc_ptr(&b->xm), b->xm.cap, b->xm.region,
-                          full + (CUdeviceptr)r0 * tp * cols * 4, m, cols));
-    }
+    ncclResult_t r = nccl.ncclAllGather((const void *)(uintptr_t)src, (void *)(uintptr_t)b->xm.region, (size_t)n,
+                                        ncclFloat32, b->ncomm, b->s);
+    if (dsk_nccl_settle(b->ncomm, r, XCHG_TIMEOUT_S, "ncclAllGather"))
+        return dsk_err_ctx("rank %d: the exchange of %lld floats", b->xchg->rank, (long long)n);
     return 0;
 }
 
@@ -374,14 +351,17 @@ int gpu_xchg_sum(gpu_backend *b, CUdeviceptr buf, int64_t n)
         return 0;
     if (b->xkind == GPU_XCHG_HOST)
         return host_sum(b, buf, n);
-    if (b->xkind == GPU_XCHG_NCCL)
-        return nccl_sum(b, buf, n);
-    /* in place: a block reads its part of buf before it writes the sum there */
+    /* in place: a block reads its part of buf before it writes the sum there (NCCL: the sum of the
+     * gathered parts in rank order back into buf) */
     int64_t cap = b->xm.cap;
     for (int64_t at = 0; at < n; at += cap) {
         int64_t m = n - at < cap ? n - at : cap;
         CUdeviceptr d = buf + (CUdeviceptr)at * 4;
-        TRY(op_xchg_sum(b->k, b->s, xchg_desc_ptr(&b->xm), cap, d, d, m));
+        if (b->xkind == GPU_XCHG_NCCL) {
+            TRY(nccl_allgather(b, d, m));
+            TRY(op_xchg_combine(b->k, b->s, xchg_desc_ptr(&b->xm), cap, b->xm.region, d, m));
+        } else
+            TRY(op_xchg_sum(b->k, b->s, xchg_desc_ptr(&b->xm), cap, d, d, m));
     }
     return 0;
 }
@@ -413,14 +393,16 @@ int gpu_xchg_gather_cols(gpu_backend *b, CUdeviceptr part, CUdeviceptr full, int
 {
     if (b->xkind == GPU_XCHG_HOST)
         return host_gather(b, part, full, rows, cols);
-    if (b->xkind == GPU_XCHG_NCCL)
-        return nccl_gather(b, part, full, rows, cols);
     int per = (int)(b->xm.cap / cols), tp = b->xchg->tp;
     per = per < XCHG_PEER_GATHER_ROWS ? per : XCHG_PEER_GATHER_ROWS;
     for (int r0 = 0; r0 < rows; r0 += per) {
         int m = rows - r0 < per ? rows - r0 : per;
-        TRY(op_xchg_gather(b->k, b->s, xchg_desc_ptr(&b->xm), b->xm.cap, part + (CUdeviceptr)r0 * cols * 4,
-                           full + (CUdeviceptr)r0 * tp * cols * 4, m, cols));
+        CUdeviceptr src = part + (CUdeviceptr)r0 * cols * 4, dst = full + (CUdeviceptr)r0 * tp * cols * 4;
+        if (b->xkind == GPU_XCHG_NCCL) {
+            TRY(nccl_allgather(b, src, (int64_t)m * cols));
+            TRY(op_xchg_place(b->k, b->s, xchg_desc_ptr(&b->xm), b->xm.cap, b->xm.region, dst, m, cols));
+        } else
+            TRY(op_xchg_gather(b->k, b->s, xchg_desc_ptr(&b->xm), b->xm.cap, src, dst, m, cols));
     }
     return 0;
 }
