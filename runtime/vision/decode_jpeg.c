@@ -2,8 +2,9 @@
  * libjpeg's defaults (JDCT_ISLOW, fancy upsampling), YCbCr and RGB to RGB, grey replicated, and CMYK/YCCK
  * read as Adobe-inverted CMYK (Pillow's "CMYK;I") then turned into RGB with Pillow's integer formula.
  * EXIF orientation is ignored. Data that ends before the decoder has read the last block is a truncated
- * file, as for Pillow ("image file is truncated"); libjpeg's bit reader looks a few bytes ahead, so a file
- * without its end marker is one too, for both. Data after the last scanline is not read. */
+ * file, as for Pillow ("image file is truncated"); libjpeg's bit reader reads up to 8 bytes ahead, so a
+ * file cut just before its end marker is refused or not depending on where the last fill fell, for both.
+ * Data after the last scanline is not read. */
 #include "runtime/common/error.h"
 #include "runtime/vision/decode_internal.h"
 

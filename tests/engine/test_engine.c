@@ -21,8 +21,7 @@ static int V;
 static int setup(void **state)
 {
     (void)state;
-    uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
-    printf("engine test: seed %" PRIu64 "\n", seed);
+    uint64_t seed = test_seed("engine test");
     dsk_rng_seed(&R, seed);
     M = model_test_make("tiny", 1);
     E = M ? model_test_engine(4) : NULL;

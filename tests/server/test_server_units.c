@@ -33,8 +33,7 @@ static int setup(void **state)
         fprintf(stderr, "%s\n", dsk_err_msg());
         return -1;
     }
-    uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
-    printf("server units: seed %llu\n", (unsigned long long)seed);
+    uint64_t seed = test_seed("server units");
     dsk_rng_seed(&R, seed);
     return 0;
 }

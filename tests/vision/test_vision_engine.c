@@ -23,8 +23,7 @@ static int V, IMG;
 static int setup(void **state)
 {
     (void)state;
-    uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
-    printf("vision engine test: seed %" PRIu64 "\n", seed);
+    uint64_t seed = test_seed("vision engine test");
     dsk_rng_seed(&R, seed);
     M = model_test_make("tiny-vision", 5);
     E = M ? model_test_engine(4) : NULL;

@@ -75,8 +75,7 @@ static void test_plan_invariants(void **state)
 {
     (void)state;
     dsk_rng r;
-    uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
-    printf("plan invariants: seed %llu\n", (unsigned long long)seed);
+    uint64_t seed = test_seed("plan invariants");
     dsk_rng_seed(&r, seed);
     model_config rel = vision_config(14, 1024, 295936), tiny = vision_config(4, 32, 1024);
     for (int k = 0; k < 20000; k++) {
