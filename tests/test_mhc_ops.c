@@ -108,20 +108,22 @@ static void test_launcher_checks(void **state)
     const CUdeviceptr a = 0x10000, b = 0x200000, c = 0x400000, e = 0x800000, f = 0x1000000, ws = 0x2000000;
     mhc_dims md = {4, 5120, 20, 1e-20f, 1e-6f};
     size_t wsb = op_mhc_mix_ws_bytes(64, 4, 5120);
-    expect_refused(op_mhc_mix(NULL, NULL, NULL, a, b, c, e, f, 1, ws, wsb), "mhc_mix", "dimensions");
-    expect_refused(op_mhc_mix(NULL, NULL, &md, a, b, c, e, f, 64, ws, wsb - 1), "mhc_mix", "workspace");
-    expect_refused(op_mhc_mix(NULL, NULL, &md, a, b, c, e, f, 1, 0, wsb), "mhc_mix", "workspace is missing");
-    expect_refused(op_mhc_mix(NULL, NULL, &md, a + 8, b, c, e, f, 1, ws, wsb), "mhc_mix", "not 16-byte aligned");
-    expect_refused(op_mhc_mix(NULL, NULL, &md, a, b, c, e, ws, 1, ws, wsb), "mhc_mix", "overlaps");
+    expect_refused(op_mhc_mix(NULL, NULL, NULL, a, b, c, e, f, 1, ws, wsb, e + 65536), "mhc_mix", "dimensions");
+    expect_refused(op_mhc_mix(NULL, NULL, &md, a, b, c, e, f, 64, ws, wsb - 1, e + 65536), "mhc_mix", "workspace");
+    expect_refused(op_mhc_mix(NULL, NULL, &md, a, b, c, e, f, 1, 0, wsb, e + 65536), "mhc_mix", "workspace is missing");
+    expect_refused(op_mhc_mix(NULL, NULL, &md, a, b, c, e, f, 1, ws, wsb, 0), "mhc_mix", "arrival counter array is missing");
+    expect_refused(op_mhc_mix(NULL, NULL, &md, a, b, c, e, f, 1, ws, wsb, ws + 64), "mhc_mix", "counters overlap");
+    expect_refused(op_mhc_mix(NULL, NULL, &md, a + 8, b, c, e, f, 1, ws, wsb, e + 65536), "mhc_mix", "not 16-byte aligned");
+    expect_refused(op_mhc_mix(NULL, NULL, &md, a, b, c, e, ws, 1, ws, wsb, e + 65536), "mhc_mix", "overlaps");
     mhc_dims bad = md;
     bad.hc = 5;
-    expect_refused(op_mhc_mix(NULL, NULL, &bad, a, b, c, e, f, 1, ws, wsb), "mhc_mix", "at most 4 streams");
+    expect_refused(op_mhc_mix(NULL, NULL, &bad, a, b, c, e, f, 1, ws, wsb, e + 65536), "mhc_mix", "at most 4 streams");
     bad = md;
     bad.sinkhorn_iters = 0;
-    expect_refused(op_mhc_mix(NULL, NULL, &bad, a, b, c, e, f, 1, ws, wsb), "mhc_mix", "Sinkhorn");
+    expect_refused(op_mhc_mix(NULL, NULL, &bad, a, b, c, e, f, 1, ws, wsb, e + 65536), "mhc_mix", "Sinkhorn");
     bad = md;
     bad.d = 5124;
-    expect_refused(op_mhc_mix(NULL, NULL, &bad, a, b, c, e, f, 1, ws, wsb), "mhc_mix", "multiple of 8");
+    expect_refused(op_mhc_mix(NULL, NULL, &bad, a, b, c, e, f, 1, ws, wsb, e + 65536), "mhc_mix", "multiple of 8");
 
     expect_refused(op_mhc_pre(NULL, NULL, a, b, 3, 0, 0, f, 0, 1, 4, 5120), "mhc_pre", "stride");
     expect_refused(op_mhc_pre(NULL, NULL, a, b, 4, 0, 0, f, e, 1, 4, 5120), "mhc_pre", "y_raw");
@@ -132,6 +134,8 @@ static void test_launcher_checks(void **state)
     expect_refused(op_mhc_post(NULL, NULL, b, a, c, a, 1, 4, 5120), "mhc_post", "overlaps");
     expect_refused(op_mhc_post(NULL, NULL, b, a, c + 4, f, 1, 4, 5120), "mhc_post", "coef");
     expect_refused(op_mhc_post(NULL, NULL, b, a, c, f, 1, 4, 100), "mhc_post", "multiple of 8");
+    /* an fp32 y is twice as long: xout 12 KB past y overlaps it (one row of 5120: 20 KB fp32, 10 KB in bf16) */
+    expect_refused(op_mhc_post_f32(NULL, NULL, b, a, c, b + 12288, 1, 4, 5120), "mhc_post", "overlaps");
 
     expect_refused(op_embed(NULL, NULL, a, 0, b, c, e, 1, 4, 5120), "embed", "vocab");
     expect_refused(op_embed(NULL, NULL, a, 10, b, c + 2, e, 1, 4, 5120), "embed", "not 16-byte aligned");

@@ -18,7 +18,8 @@ typedef struct {
 } exl3_desc;
 
 // exl3_mm modes
-#define EXL3_MODE_DENSE 0    // 1..4 matrices sharing x (grouped); matrix m writes columns [coff_m, coff_m + n_m)
+#define EXL3_MODE_DENSE 0    // 1..4 matrices sharing x (grouped), or block-diagonal (EXL3_F_BLOCKDIAG);
+                             // matrix m writes columns [coff_m, coff_m + n_m)
 #define EXL3_MODE_MOE_UP 1   // per expert: g = W1 x, u = W3 x, h = bf16(w_e · silu(min(g,10)) · clamp(u,±10))
 #define EXL3_MODE_MOE_DOWN 2 // per expert: bf16(W2 h) per (row, slot); rows summed in ascending expert id
 
@@ -27,6 +28,9 @@ typedef struct {
 #define EXL3_F_XF 2       // x holds x' already transformed by exl3_had (fragment order), not bf16 rows
 #define EXL3_F_FOLD 4     // every CTA covers all k groups and folds them itself (no partial sums)
 #define EXL3_F_ACCUM 8    // MoE down: add the rows' sums to y instead of writing them
+#define EXL3_F_BLOCKDIAG 16 // dense, block-diagonal: d0 is an array of nmat (<= EXL3_MAX_BLOCKS) descriptors
+                            // of one shape; matrix m reads x's columns [m·k, (m+1)·k) (grouped wo_a)
+#define EXL3_MAX_BLOCKS 16
 
 // Tile rows per row group of the mma (its N dimension) and columns per CTA (one Hadamard block).
 #define EXL3_ROWS_PER_GROUP 8

@@ -1,5 +1,6 @@
 // EXL3 matmul y = x·W for up to M rows per tile, every form in one kernel (docs/exl3-kernels.md):
-// dense (1..4 matrices sharing x, decode and prompt), MoE up (W1, W3 + clamped SwiGLU) and MoE down
+// dense (1..4 matrices sharing x, or block-diagonal: up to 16 matrices each on its own columns of x;
+// decode and prompt), MoE up (W1, W3 + clamped SwiGLU) and MoE down
 // (W2, bf16 per expert, rows summed in ascending expert id). P_K bits, codebook P_CB, tile rows P_M.
 //
 // One CTA = one matrix × 128 output columns (one Hadamard block) × one k group (split) or all groups
@@ -79,7 +80,7 @@ __device__ int resolve(const mm_args &A, mm_job &J, int *rowkey, const u16 **row
         int rt_n = cdiv(A.rows, MT), eu_base = 0, coff = 0;
         i64 pb = 0;
         for (int m = 0; m < A.nmat; m++) {
-            const exl3_desc *d = m == 0 ? A.d0 : m == 1 ? A.d1 : m == 2 ? A.d2 : A.d3;
+            const exl3_desc *d = (A.flags & EXL3_F_BLOCKDIAG) ? A.d0 + m : m == 0 ? A.d0 : m == 1 ? A.d1 : m == 2 ? A.d2 : A.d3;
             int nb = d->n / 128, gs = fold ? 1 : d->groups;
             int cnt = rt_n * nb * gs;
             if (item < cnt || m == A.nmat - 1) {
@@ -101,7 +102,7 @@ __device__ int resolve(const mm_args &A, mm_job &J, int *rowkey, const u16 **row
                 for (int j = threadIdx.x; j < MT; j += NTHR) {
                     int r = J.rt * MT + j;
                     rowkey[j] = r;
-                    rowptr[j] = A.x + (i64)min(r, A.rows - 1) * A.ldx;
+                    rowptr[j] = A.x + (i64)min(r, A.rows - 1) * A.ldx + ((A.flags & EXL3_F_BLOCKDIAG) ? (i64)m * d->k : 0);
                     rw[j] = 1.0f;
                 }
                 return 1;

@@ -10,8 +10,10 @@
 #define MHC_MIX_SLOTS 32
 #define MHC_MIX_MAX_HC 4        // M + 1 = (2 + hc)·hc + 1 sums must fit the 32 lanes of a warp
 #define MHC_MIX_MAX_ROWS_CTA 64 // rows one CTA of the partial step stages in shared memory
-#define MHC_MIX_SLAB 1024       // rows per launch pair: the workspace holds one slab
+#define MHC_MIX_SLAB 1024       // rows per launch: the workspace holds one slab
 #define MHC_MIX_NCHUNK(K) (((K) + MHC_MIX_CHUNK - 1) / MHC_MIX_CHUNK)
+// arrival counters (u32, zero at rest) a launch needs: one per row block of a slab
+#define MHC_MIX_COUNTERS MHC_MIX_SLAB
 // workspace bytes for a slab of `rows` rows of K inputs
 #define MHC_MIX_WS_BYTES(rows, K) ((size_t)(rows) * (size_t)MHC_MIX_NCHUNK(K) * MHC_MIX_SLOTS * 4)
 

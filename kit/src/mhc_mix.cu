@@ -1,18 +1,19 @@
 // mHC mixes of one sublayer (model.md §3.4; reference hc_mixes in runtime/ref/mhc.c): per row, the
 // coefficient row [pre[hc], post[hc], comb[hc][hc]] (fp32, M = (2+hc)·hc values) from the row's streams
 // x̂ = X[r] flattened (K = hc·d bf16) and the sublayer's hc_fn W [M][K], hc_base [M], hc_scale [3].
-// Tuned for decode (1-64 rows): the 24 x 20480 fp32 weight is read once per launch. Two steps (PDL):
-//   step 0, grid (K/256 chunks, row blocks of rpc rows): the CTA stages its rows' 256 inputs in shared
-//     memory; warp w owns the sums s = 4w..4w+3 (s < M: W[s]·x̂, s == M: x̂·x̂) with its slice of W in
-//     registers; per row, lane l adds its inputs 4l..4l+3, then 128+4l..128+4l+3 (fma, in that order),
-//     then the lanes are added by a fixed butterfly (xor 16, 8, 4, 2, 1); one workspace slot per (row,
-//     chunk, sum) (layout: mhc_abi.cuh).
-//   step 1, one CTA per row: the row's slots are staged in shared memory; lane s of warp 0 adds slot s
-//     over the chunks in chunk order, r = (Σx̂²/K + eps)^-1/2, m = r·dot, then pre, post, comb and the
-//     Sinkhorn with hc_mixes' operations in its order (no FMA; lane 2hc + i·hc + j holds comb[i][j]; row
-//     and column sums fetched by shuffles and added in index order).
-// Every order is fixed by K alone, never by the row count, the grid or timing: row-invariant. The
-// transcendentals (expf) are CUDA's, which may differ from glibc's by an ulp.
+// Tuned for decode (1-64 rows): the 24 x 20480 fp32 weight is read once per launch. One launch, grid
+// (K/256 chunks, row blocks of rpc rows):
+//   partials: the CTA stages its rows' 256 inputs in shared memory; warp w owns the sums s = 4w..4w+3
+//     (s < M: W[s]·x̂, s == M: x̂·x̂) with its slice of W in registers; per row, lane l adds its inputs
+//     4l..4l+3, then 128+4l..128+4l+3 (fma, in that order), then the lanes are added by a fixed
+//     butterfly (xor 16, 8, 4, 2, 1); one workspace slot per (row, chunk, sum) (layout: mhc_abi.cuh).
+//   fold, by the last CTA of the row block to arrive (an arrival counter per row block, zero at rest:
+//     that CTA resets it): warp w folds rows w, w + 8, ...; lane s adds slot s over the chunks in chunk
+//     order, r = (Σx̂²/K + eps)^-1/2, m = r·dot, then pre, post, comb and the Sinkhorn with hc_mixes'
+//     operations in its order (no FMA; lane 2hc + i·hc + j holds comb[i][j]; row and column sums fetched
+//     by shuffles and added in index order).
+// Every order is fixed by K alone, never by the row count, the grid, the arrival order or timing:
+// row-invariant. The transcendentals (expf) are CUDA's, which may differ from glibc's by an ulp.
 #include "dskit_kernel.cuh"
 #include "mhc_abi.cuh"
 
@@ -22,9 +23,8 @@
 #define FULL 0xffffffffu
 static_assert(HC >= 1 && HC <= MHC_MIX_MAX_HC, "mhc_mix: the M + 1 sums of a row must fit one warp");
 
-// Shared memory of either step: step 0's staged inputs, step 1's staged slots.
+// Shared memory: the partials' staged inputs.
 #define SMEM_VEC (MHC_MIX_MAX_ROWS_CTA * MHC_MIX_CHUNK / 8)
-#define FOLD_CHUNKS (SMEM_VEC * 4 / MHC_MIX_SLOTS) // chunks step 1 stages at a time
 
 // Programmatic dependent launch (the family is "pdl"): wait until the grid before this one has finished
 // and its writes are visible; let the grid after this one start its prologue. Without the launch
@@ -40,7 +40,7 @@ __device__ __forceinline__ void mix_pdl_launch_next() {}
 __device__ __forceinline__ float sigmoid_ref(float v) { return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-v))); }
 
 __device__ __forceinline__ void mix_partials(uint4 *smem, const u16 *__restrict__ x, const float *__restrict__ fn,
-                                             float *__restrict__ ws, int rows, int K, int rpc)
+                                             float *ws, int rows, int K, int rpc)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int chunk = blockIdx.x, nchunk = MHC_MIX_NCHUNK(K), c0 = chunk * MHC_MIX_CHUNK;
@@ -114,42 +114,23 @@ __device__ __forceinline__ void mix_partials(uint4 *smem, const u16 *__restrict_
     }
 }
 
-__device__ __forceinline__ void mix_fold(uint4 *smem, const float *__restrict__ ws, const float *__restrict__ base,
-                                         const float *__restrict__ scale, float *__restrict__ coef, int rows, int K,
-                                         float norm_eps, float hc_eps, int iters)
+// One row's coefficients from its chunk slots p[chunk][MHC_MIX_SLOTS] (written by this launch: read
+// through L2), by the calling warp.
+__device__ __forceinline__ void fold_row(const float *p, float *__restrict__ coef, int K, float a0, float a1, float a2,
+                                         float b, float norm_eps, float hc_eps, int iters)
 {
-    const int lane = threadIdx.x & 31, row = blockIdx.x, nchunk = MHC_MIX_NCHUNK(K);
-    const float a0 = scale[0], a1 = scale[1], a2 = scale[2], b = lane < M ? base[lane] : 0.0f;
-    mix_pdl_wait();
-    mix_pdl_launch_next();
-    if (row >= rows)
-        return;
-    const float *p = ws + (i64)row * nchunk * MHC_MIX_SLOTS;
-    float *buf = (float *)smem, acc = 0.0f;
-    for (int c0 = 0; c0 < nchunk; c0 += FOLD_CHUNKS) {
-        const int nc = min(FOLD_CHUNKS, nchunk - c0);
-        if (c0)
-            __syncthreads(); /* warp 0 is done with the previous batch */
-        /* float4 copies, four per thread in flight */
-        const float4 *src = (const float4 *)(p + (i64)c0 * MHC_MIX_SLOTS);
-        for (int i0 = threadIdx.x; i0 < nc * MHC_MIX_SLOTS / 4; i0 += 4 * WARPS * 32) {
-            float4 v[4];
+    const int lane = threadIdx.x & 31, nchunk = MHC_MIX_NCHUNK(K);
+    float acc = __ldcg(p + lane);
+    for (int c0 = 1; c0 < nchunk; c0 += 8) {
+        float v[8];
 #pragma unroll
-            for (int u = 0; u < 4; u++)
-                if (i0 + u * WARPS * 32 < nc * MHC_MIX_SLOTS / 4)
-                    v[u] = src[i0 + u * WARPS * 32];
+        for (int u = 0; u < 8; u++)
+            v[u] = c0 + u < nchunk ? __ldcg(p + (i64)(c0 + u) * MHC_MIX_SLOTS + lane) : 0.0f;
 #pragma unroll
-            for (int u = 0; u < 4; u++)
-                if (i0 + u * WARPS * 32 < nc * MHC_MIX_SLOTS / 4)
-                    ((float4 *)buf)[i0 + u * WARPS * 32] = v[u];
-        }
-        __syncthreads();
-        if (threadIdx.x < 32)
-            for (int c = 0; c < nc; c++)
-                acc = c0 + c == 0 ? buf[lane] : acc + buf[c * MHC_MIX_SLOTS + lane];
+        for (int u = 0; u < 8; u++)
+            if (c0 + u < nchunk)
+                acc = acc + v[u];
     }
-    if (threadIdx.x >= 32)
-        return;
     const float ss = __shfl_sync(FULL, acc, M);
     const float r = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)K), norm_eps)));
     const float m = __fmul_rn(acc, r);
@@ -192,17 +173,33 @@ __device__ __forceinline__ void mix_fold(uint4 *smem, const float *__restrict__ 
         cv = __fdiv_rn(cv, __fadd_rn(sum, hc_eps));
     }
     if (lane < M)
-        coef[(i64)row * M + lane] = in ? cv : v;
+        coef[lane] = in ? cv : v;
 }
 
 DSK_KERNEL void __launch_bounds__(WARPS * 32)
     DSK_SYMBOL(const u16 *__restrict__ x, const float *__restrict__ fn, const float *__restrict__ base,
-               const float *__restrict__ scale, float *__restrict__ ws, float *__restrict__ coef, int rows, int d,
-               int rpc, int step, float norm_eps, float hc_eps, int iters)
+               const float *__restrict__ scale, float *ws, float *__restrict__ coef, u32 *cnt, int rows, int d,
+               int rpc, float norm_eps, float hc_eps, int iters)
 {
     __shared__ uint4 smem[SMEM_VEC];
-    if (step == 0)
-        mix_partials(smem, x, fn, ws, rows, HC * d, rpc);
-    else
-        mix_fold(smem, ws, base, scale, coef, rows, HC * d, norm_eps, hc_eps, iters);
+    __shared__ int s_last;
+    const int K = HC * d;
+    mix_partials(smem, x, fn, ws, rows, K, rpc);
+    /* the last CTA of the row block to arrive folds its rows */
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0)
+        s_last = atomicAdd(cnt + blockIdx.y, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!s_last)
+        return;
+    __threadfence();
+    if (threadIdx.x == 0)
+        cnt[blockIdx.y] = 0; /* every chunk is in: reset for the next launch */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nchunk = MHC_MIX_NCHUNK(K);
+    const float a0 = scale[0], a1 = scale[1], a2 = scale[2], b = lane < M ? base[lane] : 0.0f;
+    const int r0 = blockIdx.y * rpc, nr = min(rpc, rows - r0);
+    for (int rr = warp; rr < nr; rr += WARPS)
+        fold_row(ws + (i64)(r0 + rr) * nchunk * MHC_MIX_SLOTS, coef + (i64)(r0 + rr) * M, K, a0, a1, a2, b, norm_eps,
+                 hc_eps, iters);
 }

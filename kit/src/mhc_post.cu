@@ -2,7 +2,9 @@
 // Σ_i comb[i][j]·X[r][i]), the comb sum first in stream order, then post·y added, each product and sum
 // rounded once as on the CPU (no FMA): bit-equal to the reference. One thread per 8 elements of a row
 // (all its streams); post and comb from the row's coefficient row [pre | post | comb] (fp32). Xout never
-// aliases X. Memory-bound: reads (hc+1)·d and writes hc·d bf16 per row, 16-byte accesses.
+// aliases X. Memory-bound: reads (hc+1)·d and writes hc·d bf16 per row, 16-byte accesses. With y_f32, y is
+// fp32 (a summed partial) and each value is rounded to bf16 first (f32_to_bf16_bits, cast.cu's MODE 0): the
+// bits of the cast followed by this kernel, in one launch.
 #include "dskit_kernel.cuh"
 
 #define HC P_HC
@@ -16,8 +18,8 @@ __device__ __forceinline__ float lane_f(uint4 v, int e)
 }
 
 DSK_KERNEL void __launch_bounds__(THREADS)
-    DSK_SYMBOL(const u16 *__restrict__ y, const u16 *__restrict__ x, const float *__restrict__ coef,
-               u16 *__restrict__ xout, int rows, int d)
+    DSK_SYMBOL(const void *__restrict__ y, const u16 *__restrict__ x, const float *__restrict__ coef,
+               u16 *__restrict__ xout, int rows, int d, int y_f32)
 {
     const int nvec = d / 8;
     const i64 t = (i64)blockIdx.x * THREADS + threadIdx.x;
@@ -26,7 +28,16 @@ DSK_KERNEL void __launch_bounds__(THREADS)
     const i64 row = t / nvec;
     const int v = (int)(t - row * nvec);
     const float *k = coef + row * M;
-    const uint4 yv = ((const uint4 *)(y + row * d))[v];
+    uint4 yv;
+    if (y_f32) {
+        const float4 *yr = (const float4 *)((const float *)y + row * d) + 2 * v;
+        const float4 a = yr[0], b = yr[1];
+        yv = make_uint4((u32)f32_to_bf16_bits(a.x) | (u32)f32_to_bf16_bits(a.y) << 16,
+                        (u32)f32_to_bf16_bits(a.z) | (u32)f32_to_bf16_bits(a.w) << 16,
+                        (u32)f32_to_bf16_bits(b.x) | (u32)f32_to_bf16_bits(b.y) << 16,
+                        (u32)f32_to_bf16_bits(b.z) | (u32)f32_to_bf16_bits(b.w) << 16);
+    } else
+        yv = ((const uint4 *)((const u16 *)y + row * d))[v];
     const uint4 *xr = (const uint4 *)(x + row * HC * d);
     uint4 xs[HC];
 #pragma unroll

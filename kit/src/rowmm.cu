@@ -10,8 +10,17 @@
 #define KSPLIT 16 // warps per block, each a fixed range of K
 #define BATCH (P_M > 8 ? 6 : 10) // 32-wide K blocks whose loads are in flight together
 
+// scale != 0: each output is bf16(bf16(sum)·scale), kept in fp32 (cast.cu's MODE 1: the indexer's head
+// weights, model.md §3.5), in the same launch.
+__device__ __forceinline__ float rowmm_out(float v, float scale)
+{
+    if (scale == 0.0f)
+        return v;
+    return bf16_bits_to_f32(f32_to_bf16_bits(__fmul_rn(bf16_bits_to_f32(f32_to_bf16_bits(v)), scale)));
+}
+
 DSK_KERNEL void __launch_bounds__(KSPLIT * 32) DSK_SYMBOL(const u16 *__restrict__ x, const u16 *__restrict__ w,
-                                                          float *__restrict__ y, int rows, int K, int N)
+                                                          float *__restrict__ y, int rows, int K, int N, float scale)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, q = lane & 3;
@@ -67,8 +76,8 @@ DSK_KERNEL void __launch_bounds__(KSPLIT * 32) DSK_SYMBOL(const u16 *__restrict_
         if (r >= rows || r >= P_M)
             continue;
         if (col < N)
-            y[(i64)r * N + col] = sum[2 * h];
+            y[(i64)r * N + col] = rowmm_out(sum[2 * h], scale);
         if (col + 1 < N)
-            y[(i64)r * N + col + 1] = sum[2 * h + 1];
+            y[(i64)r * N + col + 1] = rowmm_out(sum[2 * h + 1], scale);
     }
 }

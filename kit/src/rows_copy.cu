@@ -4,11 +4,22 @@
 // 16-byte chunk, consecutive threads along a row (coalesced). Exact (a copy, no arithmetic).
 #include "dskit_kernel.cuh"
 
-DSK_KERNEL void __launch_bounds__(P_T) DSK_SYMBOL(const u8 *__restrict__ src, i64 src_stride,
-                                                  const int *__restrict__ src_idx, u8 *__restrict__ dst,
-                                                  i64 dst_stride, const int *__restrict__ dst_idx, int n,
-                                                  int row_bytes)
+// Two independent copies may share a launch (grid y = the copy): the stores of one stage (a latent and its
+// index key, the ratio-2 state's two halves).
+DSK_KERNEL void __launch_bounds__(P_T) DSK_SYMBOL(const u8 *__restrict__ src0, i64 src_stride0,
+                                                  const int *__restrict__ src_idx0, u8 *__restrict__ dst0,
+                                                  i64 dst_stride0, const int *__restrict__ dst_idx0, int n0,
+                                                  int row_bytes0, const u8 *__restrict__ src1, i64 src_stride1,
+                                                  const int *__restrict__ src_idx1, u8 *__restrict__ dst1,
+                                                  i64 dst_stride1, const int *__restrict__ dst_idx1, int n1,
+                                                  int row_bytes1)
 {
+    const bool second = blockIdx.y == 1;
+    const u8 *src = second ? src1 : src0;
+    u8 *dst = second ? dst1 : dst0;
+    const int *src_idx = second ? src_idx1 : src_idx0, *dst_idx = second ? dst_idx1 : dst_idx0;
+    const i64 src_stride = second ? src_stride1 : src_stride0, dst_stride = second ? dst_stride1 : dst_stride0;
+    const int n = second ? n1 : n0, row_bytes = second ? row_bytes1 : row_bytes0;
     const int per_row = row_bytes >> 4;
     const i64 t = (i64)blockIdx.x * P_T + threadIdx.x;
     if (t >= (i64)n * per_row)

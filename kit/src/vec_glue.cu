@@ -80,37 +80,36 @@ __device__ __forceinline__ float e2m1_round(float q, u32 x_bits)
 }
 
 // One value of a QDQ block with scale s: bf16(round(clamp(x / s)) · s).
-__device__ __forceinline__ u16 qdq_value(float x, float s)
+template <int Q> __device__ __forceinline__ u16 qdq_value(float x, float s)
 {
-#if P_Q == 1
-    float q = __fdiv_rn(x, s);
-    q = q > 448.0f ? 448.0f : q < -448.0f ? -448.0f : q;
-    u32 code = e4m3_encode(q);
-    if ((code & 0x7fu) == 0x7fu) // a NaN input: the CPU's NaN constant times s, rounded
-        return 0x7fc0;
-    return f32_to_bf16_bits(__fmul_rn(e4m3_decode(code), s));
-#else
+    if (Q == 1) {
+        float q = __fdiv_rn(x, s);
+        q = q > 448.0f ? 448.0f : q < -448.0f ? -448.0f : q;
+        u32 code = e4m3_encode(q);
+        if ((code & 0x7fu) == 0x7fu) // a NaN input: the CPU's NaN constant times s, rounded
+            return 0x7fc0;
+        return f32_to_bf16_bits(__fmul_rn(e4m3_decode(code), s));
+    }
     return f32_to_bf16_bits(__fmul_rn(e2m1_round(__fdiv_rn(x, s), __float_as_uint(x)), s));
-#endif
 }
 
 // The block's scale from its amax (already floored).
-__device__ __forceinline__ float qdq_scale(float amax)
+template <int Q> __device__ __forceinline__ float qdq_scale(float amax)
 {
-#if P_Q == 1
-    return pow2_ceil(__fmul_rn(amax, __fdiv_rn(1.0f, 448.0f)));
-#elif P_Q == 2
-    return e4m3_decode(e4m3_encode(__fdiv_rn(amax, 6.0f)));
-#else
+    if (Q == 1)
+        return pow2_ceil(__fmul_rn(amax, __fdiv_rn(1.0f, 448.0f)));
+    if (Q == 2)
+        return e4m3_decode(e4m3_encode(__fdiv_rn(amax, 6.0f)));
     return pow2_ceil(__fmul_rn(amax, __fdiv_rn(1.0f, 6.0f)));
-#endif
 }
 
-DSK_KERNEL void __launch_bounds__(VG_WARPS * 32)
-    DSK_SYMBOL(const u16 *x, u16 *y, const u16 *__restrict__ w, const float *__restrict__ freqs,
-               const int *__restrict__ pos, int rows, int heads, int width, int x_stride, int y_stride, int rope_dim,
-               int flags, float eps)
+// One op of the launch, QDQ kind Q, on this block's VG_WARPS vectors.
+template <int Q>
+__device__ __forceinline__ void glue(const u16 *x, u16 *y, const u16 *__restrict__ w, const float *__restrict__ freqs,
+                                     const int *__restrict__ pos, int rows, int heads, int width, int x_stride,
+                                     int y_stride, int rope_dim, int flags, float eps)
 {
+    flags &= VG_NORM | VG_ROPE | VG_INVERSE;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const i64 nvec = (i64)rows * heads;
     const i64 vec = (i64)blockIdx.x * VG_WARPS + warp;
@@ -122,7 +121,7 @@ DSK_KERNEL void __launch_bounds__(VG_WARPS * 32)
     const bool share = (flags & VG_ROPE) && heads % VG_WARPS == 0;
     // An in-place RoPE alone reads and writes only the rotated chunks.
     const bool only_rot = flags == VG_ROPE || flags == (VG_ROPE | VG_INVERSE);
-    const bool touch_all = !(P_Q == 0 && only_rot && x == y && x_stride == y_stride);
+    const bool touch_all = !(Q == 0 && only_rot && x == y && x_stride == y_stride);
     __shared__ float2 cs_shared[32];
     if (!share && vec >= nvec)
         return;
@@ -214,41 +213,35 @@ DSK_KERNEL void __launch_bounds__(VG_WARPS * 32)
         }
     }
 
-#if P_Q != 0
-    // Blocks of 32 values are 4 consecutive chunks (lanes 4m..4m+3 of one step), blocks of 16 are 2;
-    // the launcher requires width to be a multiple of the block, so no block spans lanes that hold none.
-#if P_Q == 2
-    const float floor_amax = 6.0f * 0x1p-9f;
-#elif P_Q == 1
-    const float floor_amax = 1e-4f;
-#else
-    const float floor_amax = 6.0f * 0x1p-126f;
-#endif
+    if (Q != 0) {
+        // Blocks of 32 values are 4 consecutive chunks (lanes 4m..4m+3 of one step), blocks of 16 are 2;
+        // the launcher requires width to be a multiple of the block, so no block spans lanes that hold none.
+        const float floor_amax = Q == 2 ? 6.0f * 0x1p-9f : Q == 1 ? 1e-4f : 6.0f * 0x1p-126f;
 #pragma unroll
-    for (int k = 0; k < P_C; k++) {
-        if (32 * k >= nch)
-            continue;
-        float amax = floor_amax;
+        for (int k = 0; k < P_C; k++) {
+            if (32 * k >= nch)
+                continue;
+            float amax = floor_amax;
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
-            float a = fabsf(bf_lo(v[k][j])), b = fabsf(bf_hi(v[k][j]));
-            amax = a > amax ? a : amax;
-            amax = b > amax ? b : amax;
-        }
-        float o = __shfl_xor_sync(0xffffffffu, amax, 1);
-        amax = o > amax ? o : amax;
-#if P_Q != 2
-        o = __shfl_xor_sync(0xffffffffu, amax, 2);
-        amax = o > amax ? o : amax;
-#endif
-        const float s = qdq_scale(amax);
+            for (int j = 0; j < 4; j++) {
+                float a = fabsf(bf_lo(v[k][j])), b = fabsf(bf_hi(v[k][j]));
+                amax = a > amax ? a : amax;
+                amax = b > amax ? b : amax;
+            }
+            float o = __shfl_xor_sync(0xffffffffu, amax, 1);
+            amax = o > amax ? o : amax;
+            if (Q != 2) {
+                o = __shfl_xor_sync(0xffffffffu, amax, 2);
+                amax = o > amax ? o : amax;
+            }
+            const float s = qdq_scale<Q>(amax);
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
-            u32 p = v[k][j];
-            v[k][j] = (u32)qdq_value(bf_lo(p), s) | (u32)qdq_value(bf_hi(p), s) << 16;
+            for (int j = 0; j < 4; j++) {
+                u32 p = v[k][j];
+                v[k][j] = (u32)qdq_value<Q>(bf_lo(p), s) | (u32)qdq_value<Q>(bf_hi(p), s) << 16;
+            }
         }
     }
-#endif
 
 #pragma unroll
     for (int k = 0; k < P_C; k++) {
@@ -256,4 +249,40 @@ DSK_KERNEL void __launch_bounds__(VG_WARPS * 32)
         if (c < nch && (touch_all || c >= c0))
             yv[c] = make_uint4(v[k][0], v[k][1], v[k][2], v[k][3]);
     }
+}
+
+// Up to VG_MAX_OPS independent ops in one launch, op blockIdx.y (grid x: the most blocks any op needs;
+// the blocks past an op's vectors do nothing). P_Q 0..3: every op has that QDQ kind; VG_MIXED: each its
+// own (flags bits VG_Q_SHIFT..+1), a uniform branch per block.
+#define VG_OP_PARAMS(i)                                                                                          \
+    const u16 *x##i, u16 *y##i, const u16 *w##i, const float *f##i, const int *p##i, int h##i, int wd##i,       \
+        int xs##i, int ys##i, int rd##i, int fl##i, float e##i
+#define VG_OP_ARGS(i) x##i, y##i, w##i, f##i, p##i, rows, h##i, wd##i, xs##i, ys##i, rd##i, fl##i, e##i
+
+DSK_KERNEL void __launch_bounds__(VG_WARPS * 32)
+    DSK_SYMBOL(int rows, VG_OP_PARAMS(0), VG_OP_PARAMS(1), VG_OP_PARAMS(2))
+{
+    const int o = blockIdx.y;
+#if P_Q == VG_MIXED
+    const int q = ((o == 0 ? fl0 : o == 1 ? fl1 : fl2) >> VG_Q_SHIFT) & 3;
+#define VG_RUN(i)                                                                                                \
+    do {                                                                                                         \
+        if (q == 0)                                                                                              \
+            glue<0>(VG_OP_ARGS(i));                                                                              \
+        else if (q == 1)                                                                                         \
+            glue<1>(VG_OP_ARGS(i));                                                                              \
+        else if (q == 2)                                                                                         \
+            glue<2>(VG_OP_ARGS(i));                                                                              \
+        else                                                                                                     \
+            glue<3>(VG_OP_ARGS(i));                                                                              \
+    } while (0)
+#else
+#define VG_RUN(i) glue<P_Q>(VG_OP_ARGS(i))
+#endif
+    if (o == 0)
+        VG_RUN(0);
+    else if (o == 1)
+        VG_RUN(1);
+    else
+        VG_RUN(2);
 }

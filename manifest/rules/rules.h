@@ -96,6 +96,8 @@ int rule_xchg_blocks(int mode, long long n);
  * the variant for that width and QDQ kind (runtime/common/kv_quant.h). */
 int rule_vec_glue_chunks(int width);
 void rule_vec_glue_pick(int width, int qdq, rule_variant *v);
+/* the qdq of the variants that take ops of different QDQ kinds in one launch (each op's own, at run time) */
+#define RULE_VEC_GLUE_MIXED 4
 /* rows_copy: the one variant. */
 void rule_rows_copy_pick(rule_variant *v);
 /* compress_pool: the one variant. */

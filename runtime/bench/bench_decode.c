@@ -105,9 +105,7 @@ static int launch_layer_matmuls(void *p)
     if (r->is_index_source)
         rc = rc || op_exl3_matmul(b->k, b->s, &g->ix_wq_b, b->qkv, b->qkv_ld, R, b->qi,
                                   c->index_n_heads * c->index_head_dim, EXL3_OUT_BF16, &b->ws);
-    for (int gi = 0; gi < G && !rc; gi++)
-        rc = op_exl3_matmul(b->k, b->s, &g->wo_a[gi], b->o + (CUdeviceptr)gi * (H * hd / G) * 2, H * hd, R,
-                            b->z + (CUdeviceptr)gi * ol * 2, G * ol, EXL3_OUT_BF16, &b->ws);
+    rc = rc || gpu_wo_a(b, g, R);
     rc = rc || op_exl3_matmul(b->k, b->s, &g->wo_b, b->z, G * ol, R, b->y16, c->dim, EXL3_OUT_BF16, &b->ws);
     if (r->engram >= 0)
         rc = rc || op_exl3_matmul(b->k, b->s, &g->eg_wkv, b->eg_rows, model_engram_cols(c) * c->engram_head_dim, R,

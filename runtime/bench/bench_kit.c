@@ -214,7 +214,7 @@ typedef struct {
     const kit *k;
     CUstream s;
     mhc_dims md;
-    CUdeviceptr x, fn, base, scale, coef, ws, y, yraw, xout, g, ids, table, pi, taps;
+    CUdeviceptr x, fn, base, scale, coef, ws, y, yraw, xout, g, ids, table, pi, taps, cnt;
     size_t ws_bytes;
     int rows, norm;
 } mhc_bench;
@@ -222,7 +222,8 @@ typedef struct {
 static int launch_mhc_mix(void *p)
 {
     mhc_bench *b = p;
-    return op_mhc_mix(b->k, b->s, &b->md, b->x, b->fn, b->base, b->scale, b->coef, b->rows, b->ws, b->ws_bytes);
+    return op_mhc_mix(b->k, b->s, &b->md, b->x, b->fn, b->base, b->scale, b->coef, b->rows, b->ws, b->ws_bytes,
+                      b->cnt);
 }
 
 static int launch_mhc_pre(void *p)
@@ -260,8 +261,9 @@ static int mhc_families(const kit *k, CUstream s, CUdeviceptr big, double roof)
     b.coef = b.base + (1ull << 20), b.ws = big + (272ull << 20), b.y = big + (512ull << 20);
     b.yraw = big + (600ull << 20), b.xout = big + (768ull << 20), b.g = big + (1000ull << 20);
     b.pi = big + (1010ull << 20), b.taps = big + (1020ull << 20), b.ids = big + (1180ull << 20);
-    b.table = big + (1200ull << 20);
+    b.table = big + (1200ull << 20), b.cnt = big + (1190ull << 20);
     b.ws_bytes = op_mhc_mix_ws_bytes(P, hc, d);
+    CU_TRY(cu.cuMemsetD32(b.cnt, 0, MHC_MIX_COUNTERS)); /* mhc_mix's arrival counters: zero at rest */
     int32_t *ids = malloc(sizeof(int32_t) * P);
     if (!ids)
         return dsk_err("bench kit: out of host memory");

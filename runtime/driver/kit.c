@@ -186,6 +186,8 @@ int kit_launch(const kit_kernel *kk, unsigned gx, unsigned gy, unsigned gz, CUst
 {
     launches++;
     const mf_kernel *m = kk->meta;
+    if (kit_trace_launches())
+        fprintf(stderr, "launch %llu: %s grid %u,%u,%u\n", (unsigned long long)launches, m->symbol, gx, gy, gz);
     if (nargs != m->nargs)
         return dsk_err("launching %s: %d arguments given, the kernel takes %d", m->symbol, nargs, m->nargs);
     if (!kk->fn)
@@ -221,14 +223,26 @@ int kit_launch(const kit_kernel *kk, unsigned gx, unsigned gy, unsigned gz, CUst
     return 0;
 }
 
+/* An environment switch, read once: set and not "0". */
+static int env_switch(const char *name, int *cache)
+{
+    if (*cache < 0) {
+        const char *e = getenv(name);
+        *cache = e && *e && strcmp(e, "0") ? 1 : 0;
+    }
+    return *cache;
+}
+
 int kit_sync_launches(void)
 {
     static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("DSKIT_SYNC_LAUNCHES");
-        v = e && *e && strcmp(e, "0") ? 1 : 0;
-    }
-    return v;
+    return env_switch("DSKIT_SYNC_LAUNCHES", &v);
+}
+
+int kit_trace_launches(void)
+{
+    static int v = -1;
+    return env_switch("DSKIT_TRACE_LAUNCHES", &v);
 }
 
 void kit_close(kit *k)

@@ -49,6 +49,9 @@ const kit_kernel *kit_kernel_at(const kit *k, int i);
 /* DSKIT_SYNC_LAUNCHES set (not 0): kit_launch waits for each kernel and names it when it faults (slow;
  * the GPU backend then runs without graphs). */
 int kit_sync_launches(void);
+/* DSKIT_TRACE_LAUNCHES set (not 0): each launch printed to stderr, its number, kernel and grid (what a
+ * round or a layer launches; a graph's launches are printed when it is captured, not when replayed). */
+int kit_trace_launches(void);
 /* Kernel launches this process has made through kit_launch (benchmarks: launches per layer and round). */
 unsigned long long kit_launches(void);
 int kit_launch(const kit_kernel *kk, unsigned gx, unsigned gy, unsigned gz, CUstream stream, void **args,

@@ -156,6 +156,7 @@ static void layout(gpu_backend *b, arena *a)
     b->feed_dst = take(a, sizeof(int32_t) * R);
     b->ws_misc_bytes = misc_need(b);
     b->ws_misc = take(a, b->ws_misc_bytes);
+    b->mix_cnt = take(a, sizeof(uint32_t) * MHC_MIX_COUNTERS);
 }
 
 /* Engram's placement when none is asked for: the tables in GPU memory when they take at most an eighth of
@@ -229,9 +230,13 @@ static size_t ws_need(const gpu_backend *b)
         const gpu_block *g = &b->w.blocks[l];
         const exl3_dev_linear *grp[3] = {&g->wq_a, &g->wkv, &g->c_wkv};
         WS(exl3_ws_bytes_matmul(grp, c->roles[l].is_kv_source && c->roles[l].ratio == 1 ? 3 : 2, R));
-        const exl3_dev_linear *one[] = {&g->wq_b, &g->wo_b, &g->wo_a[0]};
-        for (int i = 0; i < 3; i++)
+        const exl3_dev_linear *one[] = {&g->wq_b, &g->wo_b}, *woa[EXL3_MAX_BLOCKS];
+        for (int i = 0; i < 2; i++)
             WS(exl3_ws_bytes_matmul(&one[i], 1, R));
+        int G = b->w.split.g1 - b->w.split.g0;
+        for (int gi = 0; gi < G; gi++)
+            woa[gi] = &g->wo_a[gi];
+        WS(exl3_ws_bytes_matmul(woa, G, R));
         if (c->roles[l].is_kv_source) {
             const exl3_dev_linear *cg[2] = {&g->c_wkv, &g->c_wgate}, *ik = &g->ix_wk;
             if (c->roles[l].ratio == 2)
@@ -581,6 +586,11 @@ int gpu_backend_open(const engine_backend_args *a, void **impl, const engine_bac
     ar.dry = 0;
     ar.at = 0;
     layout(b, &ar);
+    if (cu.cuMemsetD32(b->mix_cnt, 0, MHC_MIX_COUNTERS) != CUDA_SUCCESS) {
+        dsk_err("clearing the mhc_mix arrival counters failed");
+        gpu_free_all(b);
+        return -1;
+    }
     /* the draw's pinned host memory: parameters, masks and results of max_rows rows */
     {
         size_t R = (size_t)b->max_rows, at = 0, words = (size_t)(b->cfg->vocab_size + 31) / 32;

@@ -114,6 +114,7 @@ struct gpu_backend {
     int sel_ld[64];                /* the round's top-k count of that source (min(widest reach, index_topk)) */
     CUdeviceptr ws_misc;
     size_t ws_misc_bytes;
+    CUdeviceptr mix_cnt; /* mhc_mix's arrival counters (u32 [MHC_MIX_COUNTERS]), zero at rest */
     int64_t score_cap;             /* floats per row of score */
     exl3_workspace ws;
     int qkv_ld;                    /* the grouped wq_a/wkv/(compressor r1) output's row width */
@@ -240,6 +241,10 @@ int gpu_head_logits(gpu_backend *b, CUdeviceptr x, int R);
  * DSKIT_CHECK_COUNTERS=1 (check_counters), an error naming the first that is not (gpu_round.c). */
 void gpu_counters_reset(gpu_backend *b);
 int gpu_counters_check(gpu_backend *b);
+
+/* Grouped wo_a of R rows: this rank's groups, each on its heads' outputs (b->o) into its columns of b->z,
+ * in one block-diagonal launch. */
+int gpu_wo_a(gpu_backend *b, const gpu_block *g, int R);
 
 /* One layer's launches (a backbone layer or a DSpark stage), in the CPU forward's order. */
 int gpu_layer(layer_ctx *L, int l);

@@ -227,12 +227,6 @@ static void engram_done(gpu_backend *b)
 
 /* ---- one layer ---- */
 
-static int kv_rows_store(gpu_backend *b, CUdeviceptr src, int64_t stride, CUdeviceptr dst_pool, CUdeviceptr dst_idx,
-                         int n, int width)
-{
-    return op_rows_copy(b->k, b->s, src, stride * 2, 0, dst_pool, (int64_t)width * 2, dst_idx, n, width * 2);
-}
-
 /* The compressor of a kv source: the latents of the groups closing in this round, their index keys, both
  * stored at their pool rows (model.md §3.5; runtime/cpu/compressor.c). */
 static int compressor(layer_ctx *L, int l, const gpu_block *g)
@@ -242,11 +236,7 @@ static int compressor(layer_ctx *L, int l, const gpu_block *g)
     const layer_role *r = &c->roles[l];
     int R = L->sh->R, hd = c->head_dim, ihd = c->index_head_dim, ratio = r->ratio, ne = L->sh->ne[ratio];
     CUdeviceptr lat = b->lat;
-    if (ratio == 1) {
-        /* latent = c_norm(c_wkv x): the grouped projection's third part */
-        vec_glue_op nrm = {.norm_w = g->c_norm, .eps = c->norm_eps, .qdq = KVQ_NONE};
-        TRY(op_vec_glue(b->k, b->s, &nrm, b->qkv + (CUdeviceptr)(c->q_lora_rank + hd) * 2, b->qkv_ld, lat, hd, R, 1, hd));
-    } else {
+    if (ratio == 2) { /* ratio 1: lat = c_norm(c_wkv x) is made beside the window key (attention) */
         const exl3_dev_linear *ls[2] = {&g->c_wkv, &g->c_wgate};
         TRY(op_exl3_grouped(b->k, b->s, ls, 2, b->xn, c->dim, R, b->a32, 2 * hd, EXL3_OUT_F32, &b->ws, EXL3_AUTO));
         int si = b->state_index[l];
@@ -258,25 +248,28 @@ static int compressor(layer_ctx *L, int l, const gpu_block *g)
             vec_glue_op nrm = {.norm_w = g->c_norm, .eps = c->norm_eps, .qdq = KVQ_NONE};
             TRY(op_vec_glue(b->k, b->s, &nrm, lat, hd, lat, hd, ne, 1, hd));
         }
-        /* then the round's a_t, s_t into the state ring (after the pooling read what it needed) */
-        TRY(op_rows_copy(b->k, b->s, b->a32, (int64_t)2 * hd * 4, 0, b->state_a + st_off, (int64_t)hd * 4,
-                         DEV(b, state_dst), R, hd * 4));
-        TRY(op_rows_copy(b->k, b->s, b->a32 + (CUdeviceptr)hd * 4, (int64_t)2 * hd * 4, 0, b->state_s + st_off,
-                         (int64_t)hd * 4, DEV(b, state_dst), R, hd * 4));
+        /* then the round's a_t, s_t into the state ring (after the pooling read what it needed), one launch */
+        rows_copy_job st[2] = {
+            {b->a32, (int64_t)2 * hd * 4, 0, b->state_a + st_off, (int64_t)hd * 4, DEV(b, state_dst), R, hd * 4},
+            {b->a32 + (CUdeviceptr)hd * 4, (int64_t)2 * hd * 4, 0, b->state_s + st_off, (int64_t)hd * 4,
+             DEV(b, state_dst), R, hd * 4}};
+        TRY(op_rows_copy_jobs(b->k, b->s, st, 2));
     }
     if (ne == 0)
         return 0;
-    /* index key from the pre-RoPE latent: k_norm(ix_wk lat), RoPE at the latent's position, FP4 e8m0 */
+    /* index key from the pre-RoPE latent: k_norm(ix_wk lat), RoPE at the latent's position, FP4 e8m0; then
+     * (one launch) the latent: RoPE at its position, FP4 with e4m3 scales */
     TRY(op_exl3_matmul(b->k, b->s, &g->ix_wk, lat, hd, ne, b->ik, ihd, EXL3_OUT_BF16, &b->ws));
     vec_glue_op ikop = {.norm_w = g->ix_k_norm, .eps = c->norm_eps, .rope_dim = c->rope_head_dim,
                         .freqs = b->freqs[1], .pos = DEV(b, emit_pos[ratio]), .qdq = KVQ_FP4_E8M0};
-    TRY(op_vec_glue(b->k, b->s, &ikop, b->ik, ihd, b->ik, ihd, ne, 1, ihd));
-    TRY(kv_rows_store(b, b->ik, ihd, b->ikv[l], DEV(b, emit_dst[ratio]), ne, ihd));
-    /* the latent: RoPE at its position, FP4 with e4m3 scales */
     vec_glue_op lop = {.rope_dim = c->rope_head_dim, .freqs = b->freqs[1], .pos = DEV(b, emit_pos[ratio]),
                        .qdq = KVQ_FP4_E4M3};
-    TRY(op_vec_glue(b->k, b->s, &lop, lat, hd, lat, hd, ne, 1, hd));
-    return kv_rows_store(b, lat, hd, b->ckv[l], DEV(b, emit_dst[ratio]), ne, hd);
+    vec_glue_call gc[2] = {{&ikop, b->ik, ihd, b->ik, ihd, 1, ihd}, {&lop, lat, hd, lat, hd, 1, hd}};
+    TRY(op_vec_glue_multi(b->k, b->s, gc, 2, ne));
+    /* both at their pool rows, one launch */
+    rows_copy_job kv[2] = {{b->ik, (int64_t)ihd * 2, 0, b->ikv[l], (int64_t)ihd * 2, DEV(b, emit_dst[ratio]), ne, ihd * 2},
+                           {lat, (int64_t)hd * 2, 0, b->ckv[l], (int64_t)hd * 2, DEV(b, emit_dst[ratio]), ne, hd * 2}};
+    return op_rows_copy_jobs(b->k, b->s, kv, 2);
 }
 
 /* The indexer of an index source: scores, the candidate blocks (candidate source), top-k into b->sel[l]. */
@@ -292,8 +285,8 @@ static int indexer(layer_ctx *L, int l, const gpu_block *g)
                        .qdq = KVQ_FP4_E8M0};
     TRY(op_vec_glue(b->k, b->s, &qop, b->qi, nh * ihd, b->qi, nh * ihd, R, nh, ihd));
     /* head weights: bf16(weights_proj x), times ihd^-1/2 · nh^-1/2, rounded to bf16 */
-    TRY(op_rowmm_bf16(b->k, b->s, b->xn, g->ix_wproj, b->wix, R, c->dim, nh));
-    TRY(op_cast_scale(b->k, b->s, b->wix, b->wix, (int64_t)R * nh, (float)(1.0 / sqrt((double)ihd) / sqrt((double)nh))));
+    TRY(op_rowmm_bf16_scaled(b->k, b->s, b->xn, g->ix_wproj, b->wix, R, c->dim, nh,
+                             (float)(1.0 / sqrt((double)ihd) / sqrt((double)nh))));
     b->sel_ld[l] = 1; /* no row reaches a key: every row's selection is empty */
     if (N <= 0)
         return 0;
@@ -339,6 +332,17 @@ static int indexer(layer_ctx *L, int l, const gpu_block *g)
     return 0;
 }
 
+int gpu_wo_a(gpu_backend *b, const gpu_block *g, int R)
+{
+    const gpu_split *sp = &b->w.split;
+    int G = sp->g1 - sp->g0, H = sp->h1 - sp->h0, hd = b->cfg->head_dim;
+    const exl3_dev_linear *blocks[EXL3_MAX_BLOCKS];
+    for (int gi = 0; gi < G; gi++)
+        blocks[gi] = &g->wo_a[gi];
+    return op_exl3_blockdiag(b->k, b->s, blocks, G, b->o, H * hd, R, b->z, G * b->cfg->o_lora_rank, EXL3_OUT_BF16,
+                             &b->ws, EXL3_AUTO);
+}
+
 static int attention(layer_ctx *L, int l, const gpu_block *g)
 {
     gpu_backend *b = L->b;
@@ -354,12 +358,16 @@ static int attention(layer_ctx *L, int l, const gpu_block *g)
     vec_glue_op qn = {.norm_w = g->q_norm, .eps = c->norm_eps, .qdq = KVQ_NONE};
     TRY(op_vec_glue(b->k, b->s, &qn, b->qkv, b->qkv_ld, b->qkv, b->qkv_ld, R, 1, ql));
     TRY(op_exl3_matmul(b->k, b->s, &g->wq_b, b->qkv, b->qkv_ld, R, b->q, H * hd, EXL3_OUT_BF16, &b->ws));
+    /* one launch: Q's RoPE; the window key (kv_norm, RoPE, FP8); a ratio-1 kv source's latent, c_norm of the
+     * grouped projection's third part */
     vec_glue_op qr = {.rope_dim = c->rope_head_dim, .freqs = b->freqs[kind], .pos = DEV(b, rope_pos), .qdq = KVQ_NONE};
-    TRY(op_vec_glue(b->k, b->s, &qr, b->q, H * hd, b->q, H * hd, R, H, hd));
-    /* the window key: kv_norm, RoPE, FP8 */
     vec_glue_op kvop = {.norm_w = g->kv_norm, .eps = c->norm_eps, .rope_dim = c->rope_head_dim, .freqs = b->freqs[kind],
                         .pos = DEV(b, rope_pos), .qdq = KVQ_FP8_E4M3};
-    TRY(op_vec_glue(b->k, b->s, &kvop, b->qkv + (CUdeviceptr)ql * 2, b->qkv_ld, b->kv, hd, R, 1, hd));
+    vec_glue_op cn = {.norm_w = g->c_norm, .eps = c->norm_eps, .qdq = KVQ_NONE};
+    vec_glue_call gc[3] = {{&qr, b->q, H * hd, b->q, H * hd, H, hd},
+                           {&kvop, b->qkv + (CUdeviceptr)ql * 2, b->qkv_ld, b->kv, hd, 1, hd},
+                           {&cn, b->qkv + (CUdeviceptr)(ql + hd) * 2, b->qkv_ld, b->lat, hd, 1, hd}};
+    TRY(op_vec_glue_multi(b->k, b->s, gc, r->is_kv_source && ratio == 1 ? 3 : 2, R));
     if (r->is_kv_source && compressor(L, l, g))
         return dsk_err_ctx("layer %d: the compressor", l);
     if (r->is_index_source && indexer(L, l, g))
@@ -380,15 +388,12 @@ static int attention(layer_ctx *L, int l, const gpu_block *g)
                            .max_list = c->window_size + (stage ? c->dspark_block_size : ratio > 0 ? c->index_topk : 0)};
     TRY(op_sparse_attn(b->k, b->s, &sa));
     /* grouped wo_a: group gi (of the rank's) on its heads' outputs; then wo_b over the rank's groups: with
-     * tp > 1 an fp32 partial, summed over the ranks in rank order, then bf16 */
-    int G = sp->g1 - sp->g0, ol = c->o_lora_rank, gin = H * hd / G;
-    for (int gi = 0; gi < G; gi++)
-        TRY(op_exl3_matmul(b->k, b->s, &g->wo_a[gi], b->o + (CUdeviceptr)gi * gin * 2, H * hd, R,
-                           b->z + (CUdeviceptr)gi * ol * 2, G * ol, EXL3_OUT_BF16, &b->ws));
+     * tp > 1 an fp32 partial, summed over the ranks in rank order (y32; hc_post rounds it to bf16) */
+    int G = sp->g1 - sp->g0, ol = c->o_lora_rank;
+    TRY(gpu_wo_a(b, g, R));
     if (b->xchg->tp > 1) {
         TRY(op_exl3_matmul(b->k, b->s, &g->wo_b, b->z, G * ol, R, b->y32, c->dim, EXL3_OUT_F32, &b->ws));
         TRY(gpu_xchg_sum(b, b->y32, (int64_t)R * c->dim));
-        TRY(op_cast_bf16(b->k, b->s, b->y32, b->y16, (int64_t)R * c->dim));
     } else
         TRY(op_exl3_matmul(b->k, b->s, &g->wo_b, b->z, G * ol, R, b->y16, c->dim, EXL3_OUT_BF16, &b->ws));
     /* the round's window keys enter the ring last (earlier rows of the round read them from b->kv) */
@@ -419,8 +424,8 @@ static int moe(layer_ctx *L, const gpu_block *g, int l)
     TRY(op_exl3_moe(b->k, b->s, &g->experts, b->xn, d, R, b->moe_ids, b->moe_w, Kx, g->e0, b->y32, d, 0, &b->ws,
                     EXL3_AUTO));
     TRY(gpu_xchg_sum(b, b->y32, (int64_t)R * d));
-    TRY(op_exl3_moe(b->k, b->s, &g->shared, b->xn, d, R, 0, 0, 1, 0, b->y32, d, 1, &b->ws, EXL3_AUTO));
-    return op_cast_bf16(b->k, b->s, b->y32, b->y16, (int64_t)R * d);
+    /* into y32: hc_post rounds it to bf16 */
+    return op_exl3_moe(b->k, b->s, &g->shared, b->xn, d, R, 0, 0, 1, 0, b->y32, d, 1, &b->ws, EXL3_AUTO);
 }
 
 int gpu_layer(layer_ctx *L, int l)
@@ -456,21 +461,26 @@ int gpu_layer(layer_ctx *L, int l)
         b->hook(b->hook_ctx, l, GPU_HOOK_BLOCK_IN, b->X, L->pi, L->pi_stride, R);
     }
     /* attention sublayer: its coefficients from X, its input from X and the previous block's π */
-    TRY(op_mhc_mix(b->k, b->s, &md, b->X, g->hc_fn[0], g->hc_base[0], g->hc_scale[0], b->coef, R, b->ws_misc, mws));
+    TRY(op_mhc_mix(b->k, b->s, &md, b->X, g->hc_fn[0], g->hc_base[0], g->hc_scale[0], b->coef, R, b->ws_misc, mws,
+                   b->mix_cnt));
     TRY(op_mhc_pre(b->k, b->s, b->X, L->pi, L->pi_stride, g->attn_norm, c->norm_eps, b->xn, 0, R, hc, d));
     if (attention(L, l, g))
         return dsk_err_ctx("layer %d: attention", l);
-    TRY(op_mhc_post(b->k, b->s, b->y16, b->X, b->coef, b->X2, R, hc, d));
+    if (b->xchg->tp > 1)
+        TRY(op_mhc_post_f32(b->k, b->s, b->y32, b->X, b->coef, b->X2, R, hc, d));
+    else
+        TRY(op_mhc_post(b->k, b->s, b->y16, b->X, b->coef, b->X2, R, hc, d));
     if (b->hook) {
         CU_TRY(cu.cuStreamSynchronize(b->s));
         b->hook(b->hook_ctx, l, GPU_HOOK_ATTN_OUT, b->X2, 0, 0, R);
     }
     /* FFN sublayer: single pass, its input uses the attention's pre (model.md §3.4) */
-    TRY(op_mhc_mix(b->k, b->s, &md, b->X2, g->hc_fn[1], g->hc_base[1], g->hc_scale[1], b->coef2, R, b->ws_misc, mws));
+    TRY(op_mhc_mix(b->k, b->s, &md, b->X2, g->hc_fn[1], g->hc_base[1], g->hc_scale[1], b->coef2, R, b->ws_misc, mws,
+                   b->mix_cnt));
     TRY(op_mhc_pre(b->k, b->s, b->X2, b->coef, ncoef, g->ffn_norm, c->norm_eps, b->xn, 0, R, hc, d));
     if (moe(L, g, l))
         return dsk_err_ctx("layer %d: MoE", l);
-    TRY(op_mhc_post(b->k, b->s, b->y16, b->X2, b->coef2, b->X, R, hc, d));
+    TRY(op_mhc_post_f32(b->k, b->s, b->y32, b->X2, b->coef2, b->X, R, hc, d));
     /* the next block's π is this one's ffn pre: coef2's rows (pre first) */
     L->pi = b->coef2;
     L->pi_stride = ncoef;
@@ -541,6 +551,9 @@ void gpu_counters_reset(gpu_backend *b)
     if (b->ws.ptr && (cu.cuMemsetD32Async(b->ws.ptr, 0, EXL3_WS_COUNTER_BYTES / 4, b->s) != CUDA_SUCCESS ||
                       cu.cuStreamSynchronize(b->s) != CUDA_SUCCESS))
         fprintf(stderr, "gpu: clearing the EXL3 arrival counters after a failed round failed too\n");
+    if (b->mix_cnt && (cu.cuMemsetD32Async(b->mix_cnt, 0, MHC_MIX_COUNTERS, b->s) != CUDA_SUCCESS ||
+                       cu.cuStreamSynchronize(b->s) != CUDA_SUCCESS))
+        fprintf(stderr, "gpu: clearing the mhc_mix arrival counters after a failed round failed too\n");
 }
 
 int gpu_counters_check(gpu_backend *b)
@@ -559,6 +572,14 @@ int gpu_counters_check(gpu_backend *b)
         if (h[i])
             rc = dsk_err("EXL3 arrival counter %zu is %u after the round (they are zero at rest): a launch did not run "
                          "to its end",
+                         i, h[i]);
+    if (!rc && (cu.cuMemcpyDtoHAsync(h, b->mix_cnt, 4 * MHC_MIX_COUNTERS, b->s) != CUDA_SUCCESS ||
+                cu.cuStreamSynchronize(b->s) != CUDA_SUCCESS))
+        rc = dsk_err("reading the mhc_mix arrival counters failed");
+    for (size_t i = 0; !rc && i < MHC_MIX_COUNTERS; i++)
+        if (h[i])
+            rc = dsk_err("mhc_mix arrival counter %zu is %u after the round (they are zero at rest): a launch did not "
+                         "run to its end",
                          i, h[i]);
     free(h);
     return rc;

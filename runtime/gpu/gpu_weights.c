@@ -249,13 +249,20 @@ static int bind_block(binder *b, int l, gpu_block *g)
      * rank's groups [g0, g1) at wo_a[0..] */
     exl3_linear woa;
     TRY(exl3_linear_get(b->st, NAME("%sattn.wo_a", p), &woa));
-    if (c->o_groups > 16)
-        return dsk_err("%sattn.wo_a: %d groups, the GPU engine takes at most 16", p, c->o_groups);
+    if (c->o_groups > EXL3_MAX_BLOCKS)
+        return dsk_err("%sattn.wo_a: %d groups, the GPU engine takes at most %d", p, c->o_groups, EXL3_MAX_BLOCKS);
     CUdeviceptr suh = put(b, woa.suh, (size_t)woa.k * 2);
-    if (!b->dry && !suh)
+    /* the groups' descriptors one array: the block-diagonal launch takes them all (op_exl3_blockdiag) */
+    CUdeviceptr descs = put(b, NULL, (size_t)(sp->g1 - sp->g0) * sizeof(exl3_desc));
+    if (!b->dry && (!suh || !descs))
         return -1;
-    for (int gi = sp->g0; gi < sp->g1; gi++)
-        TRY(up_linear_cols(b, &woa, (int64_t)gi * ol, (int64_t)(gi + 1) * ol, &suh, 1, &g->wo_a[gi - sp->g0]));
+    for (int gi = sp->g0; gi < sp->g1; gi++) {
+        exl3_dev_linear *L = &g->wo_a[gi - sp->g0];
+        TRY(up_linear_cols(b, &woa, (int64_t)gi * ol, (int64_t)(gi + 1) * ol, &suh, 0, L));
+        if (!b->dry)
+            TRY(exl3_dev_linear_init(L, L->k, L->n, L->K, L->codebook, L->trellis, L->suh, L->svh, L->bias,
+                                     descs + (CUdeviceptr)(gi - sp->g0) * sizeof(exl3_desc)));
+    }
     TRY(up_raw_part(b, NAME("%sattn.attn_sink", p), ST_F32, (size_t)sp->h0 * 4, (size_t)(sp->h1 - sp->h0) * 4,
                     &g->attn_sink));
     static const char *const sub[2] = {"attn", "ffn"};

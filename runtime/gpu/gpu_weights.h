@@ -18,7 +18,8 @@
 typedef struct {
     CUdeviceptr attn_norm, ffn_norm, q_norm, kv_norm;   /* bf16 */
     exl3_dev_linear wq_a, wq_b, wkv, wo_b;
-    exl3_dev_linear wo_a[16];                            /* one linear per group: its columns of wo_a */
+    exl3_dev_linear wo_a[EXL3_MAX_BLOCKS];               /* one linear per group: its columns of wo_a; their
+                                                          * descriptors one array (op_exl3_blockdiag) */
     CUdeviceptr attn_sink;                               /* fp32 [H] */
     CUdeviceptr hc_fn[2], hc_base[2], hc_scale[2];       /* fp32: attn, ffn */
     int n_experts, n_active;     /* the model's (every rank routes over all of them) */

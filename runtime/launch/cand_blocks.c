@@ -75,16 +75,18 @@ int op_cand_blocks(const kit *k, CUstream s, const cand_blocks_args *a)
     CUdeviceptr scores = a->scores, reach = a->reach, bs = a->ws, bitmap = a->bitmap;
     int64_t lds = a->lds, ldb = op_cand_blocks_ldb(a->N, a->block);
     int N = a->N, B = a->block, NB = (int)nb, ldw = a->ldw;
-    void *args_s[] = {&scores, &lds, &reach, &N, &B, &bs, &ldb, &NB};
-    if (kit_launch(ks, (unsigned)((nb + 255) / 256), (unsigned)a->rows, 1, s, args_s, 8))
+    /* every block kept (no top-k): the block scores' launch writes the bitmap too, over all ldw words */
+    CUdeviceptr direct = oi ? 0 : bitmap;
+    int64_t threads = oi ? nb : (int64_t)ldw * 32;
+    void *args_s[] = {&scores, &lds, &reach, &N, &B, &bs, &ldb, &NB, &direct, &ldw};
+    if (kit_launch(ks, (unsigned)((threads + 255) / 256), (unsigned)a->rows, 1, s, args_s, 10))
         return dsk_err_ctx("cand_blocks: block scores");
-    CUdeviceptr sel_idx = 0, sel_val = 0;
+    if (!oi)
+        return 0;
+    CUdeviceptr sel_idx = a->ws + oi, sel_val = a->ws + ov;
     int kk = a->cap;
-    if (oi) {
-        sel_idx = a->ws + oi, sel_val = a->ws + ov;
-        if (op_topk(k, s, bs, 0, a->rows, NB, kk, ldb, sel_idx, sel_val, a->ws + ot, tb))
-            return dsk_err_ctx("cand_blocks: top %d of %d blocks", kk, NB);
-    }
+    if (op_topk(k, s, bs, 0, a->rows, NB, kk, ldb, sel_idx, sel_val, a->ws + ot, tb))
+        return dsk_err_ctx("cand_blocks: top %d of %d blocks", kk, NB);
     void *args_m[] = {&bs, &ldb, &NB, &sel_idx, &sel_val, &kk, &bitmap, &ldw};
     if (kit_launch(km, (unsigned)((ldw + 255) / 256), (unsigned)a->rows, 1, s, args_m, 8))
         return dsk_err_ctx("cand_blocks: the kept set");

@@ -1,7 +1,8 @@
 /* Host launcher of the cand_blocks family (kernels cand_blocks and cand_mask, kit/src/cand_*.cu; the top-k
  * between them is the topk family's; reference runtime/ref/cand_blocks.h): per row, the candidate source's
  * block scores, its top-min(cap, blocks) and the kept blocks (finite scores) as the bitmap index_score
- * reads on the Reindex layers (docs/engine.md). */
+ * reads on the Reindex layers (docs/engine.md). A row set whose blocks all fit the cap (no top-k) is one
+ * launch: the block scores' kernel writes the bitmap too. */
 #ifndef DSK_LAUNCH_CAND_BLOCKS_H
 #define DSK_LAUNCH_CAND_BLOCKS_H
 

@@ -185,12 +185,15 @@ int op_exl3_matmul(const kit *k, CUstream s, const exl3_dev_linear *L, CUdevicep
     return op_exl3_grouped(k, s, one, 1, x, ldx, rows, y, ldy, out_kind, ws, EXL3_AUTO);
 }
 
-int op_exl3_grouped(const kit *k, CUstream s, const exl3_dev_linear *const *L, int nmat, CUdeviceptr x, int ldx,
-                    int rows, CUdeviceptr y, int ldy, int out_kind, const exl3_workspace *ws, exl3_force force)
+/* The dense forms: grouped (matrices sharing x) or block-diagonal (matrix m on x's columns [m·k, (m+1)·k),
+ * its descriptors consecutive). */
+static int dense(const kit *k, CUstream s, const exl3_dev_linear *const *L, int nmat, int blockdiag, CUdeviceptr x,
+                 int ldx, int rows, CUdeviceptr y, int ldy, int out_kind, const exl3_workspace *ws, exl3_force force)
 {
-    const char *what = "exl3 matmul";
-    if (nmat < 1 || nmat > 4)
-        return dsk_err("%s: %d matrices, must be 1..4", what, nmat);
+    const char *what = blockdiag ? "exl3 block-diagonal matmul" : "exl3 matmul";
+    int most = blockdiag ? EXL3_MAX_BLOCKS : 4;
+    if (nmat < 1 || nmat > most)
+        return dsk_err("%s: %d matrices, must be 1..%d", what, nmat, most);
     int ntot = 0;
     for (int m = 0; m < nmat; m++) {
         if (check_linear(L[m], what, m))
@@ -199,9 +202,16 @@ int op_exl3_grouped(const kit *k, CUstream s, const exl3_dev_linear *const *L, i
             return dsk_err("%s: matrix %d (k %d, K %d, codebook %d) differs from matrix 0 (k %d, K %d, codebook %d); "
                            "grouped matrices share k, K and codebook",
                            what, m, L[m]->k, L[m]->K, L[m]->codebook, L[0]->k, L[0]->K, L[0]->codebook);
+        if (blockdiag && L[m]->n != L[0]->n)
+            return dsk_err("%s: matrix %d has %d outputs, matrix 0 %d; the blocks share their shape", what, m, L[m]->n,
+                           L[0]->n);
+        if (blockdiag && L[m]->desc != L[0]->desc + (CUdeviceptr)m * sizeof(exl3_desc))
+            return dsk_err("%s: matrix %d's descriptor (%#llx) does not follow matrix 0's (%#llx) at %zu bytes a "
+                           "matrix: the blocks' descriptors must be one array",
+                           what, m, (unsigned long long)L[m]->desc, (unsigned long long)L[0]->desc, sizeof(exl3_desc));
         ntot += L[m]->n;
     }
-    if (check_rows(what, rows, ldx, ldy, L[0]->k, ntot))
+    if (check_rows(what, rows, ldx, ldy, blockdiag ? nmat * L[0]->k : L[0]->k, ntot))
         return -1;
     if (out_kind != EXL3_OUT_F32 && out_kind != EXL3_OUT_BF16)
         return dsk_err("%s: out_kind %d, must be EXL3_OUT_F32 or EXL3_OUT_BF16", what, out_kind);
@@ -230,7 +240,7 @@ int op_exl3_grouped(const kit *k, CUstream s, const exl3_dev_linear *const *L, i
     if (!mm)
         return -1;
     CUdeviceptr d[4] = {0, 0, 0, 0};
-    for (int m = 0; m < nmat; m++)
+    for (int m = 0; m < (blockdiag ? 1 : nmat); m++)
         d[m] = L[m]->desc;
     int rt = cdiv(rows, p.bucket);
     int64_t xf_stride = (int64_t)rt * p.bucket * L[0]->k;
@@ -240,8 +250,9 @@ int op_exl3_grouped(const kit *k, CUstream s, const exl3_dev_linear *const *L, i
         if (!had)
             return -1;
         CUdeviceptr xf = ws->ptr + lay.xf;
-        void *hargs[] = {&d[0], &d[1], &d[2], &d[3], &x, &ldx, &rows, &xf, &xf_stride};
-        if (kit_launch(had, (unsigned)(L[0]->k / 128), (unsigned)(rt * p.bucket / 8), (unsigned)nmat, s, hargs, 9))
+        int hflags = blockdiag ? EXL3_F_BLOCKDIAG : 0;
+        void *hargs[] = {&d[0], &d[1], &d[2], &d[3], &x, &ldx, &rows, &xf, &xf_stride, &hflags};
+        if (kit_launch(had, (unsigned)(L[0]->k / 128), (unsigned)(rt * p.bucket / 8), (unsigned)nmat, s, hargs, 10))
             return dsk_err_ctx("%s: input transform", what);
         xin = xf;
     }
@@ -250,10 +261,23 @@ int op_exl3_grouped(const kit *k, CUstream s, const exl3_dev_linear *const *L, i
         items += (unsigned)(rt * (L[m]->n / 128) * (p.fold ? 1 : L[m]->groups));
     CUdeviceptr part = ws->ptr + lay.part, cnt = ws->ptr, zero = 0;
     int mode = EXL3_MODE_DENSE, topk = 0, tcap = 0;
-    int flags = (out_kind == EXL3_OUT_BF16 ? EXL3_F_OUT_BF16 : 0) | (p.xf ? EXL3_F_XF : 0) | (p.fold ? EXL3_F_FOLD : 0);
+    int flags = (out_kind == EXL3_OUT_BF16 ? EXL3_F_OUT_BF16 : 0) | (p.xf ? EXL3_F_XF : 0) | (p.fold ? EXL3_F_FOLD : 0) |
+                (blockdiag ? EXL3_F_BLOCKDIAG : 0);
     void *args[] = {&d[0], &d[1], &d[2],  &d[3],  &xin,  &y,     &part, &cnt,  &zero, &zero,     &zero,
                     &zero, &rows, &ldx,  &ldy,  &nmat, &mode, &flags, &topk, &tcap, &xf_stride};
     return kit_launch(mm, items, 1, 1, s, args, 21);
+}
+
+int op_exl3_grouped(const kit *k, CUstream s, const exl3_dev_linear *const *L, int nmat, CUdeviceptr x, int ldx,
+                    int rows, CUdeviceptr y, int ldy, int out_kind, const exl3_workspace *ws, exl3_force force)
+{
+    return dense(k, s, L, nmat, 0, x, ldx, rows, y, ldy, out_kind, ws, force);
+}
+
+int op_exl3_blockdiag(const kit *k, CUstream s, const exl3_dev_linear *const *L, int nmat, CUdeviceptr x, int ldx,
+                      int rows, CUdeviceptr y, int ldy, int out_kind, const exl3_workspace *ws, exl3_force force)
+{
+    return dense(k, s, L, nmat, 1, x, ldx, rows, y, ldy, out_kind, ws, force);
 }
 
 /* MoE scratch: plan, H (bf16 per entry), per-entry W2 outputs, partial sums; counters: per (tile,

@@ -89,6 +89,12 @@ int op_exl3_matmul(const kit *k, CUstream s, const exl3_dev_linear *L, CUdevicep
 int op_exl3_grouped(const kit *k, CUstream s, const exl3_dev_linear *const *L, int nmat, CUdeviceptr x, int ldx,
                     int rows, CUdeviceptr y, int ldy, int out_kind, const exl3_workspace *ws, exl3_force force);
 
+/* Block-diagonal (grouped wo_a): 1..EXL3_MAX_BLOCKS matrices of one shape (k, n, K, codebook), matrix m
+ * on x's columns [m·k, (m+1)·k) writing y's columns [m·n, (m+1)·n); their descriptors one array in device
+ * memory (L[m]->desc == L[0]->desc + m·64). The same bits as one op_exl3_matmul per matrix. */
+int op_exl3_blockdiag(const kit *k, CUstream s, const exl3_dev_linear *const *L, int nmat, CUdeviceptr x, int ldx,
+                      int rows, CUdeviceptr y, int ldy, int out_kind, const exl3_workspace *ws, exl3_force force);
+
 /* MoE (model.md §3.7) for `rows` rows of x (bf16, row stride ldx, width E->k):
  *   route != 0: route[r·topk + s] (int32) is the expert id of row r's slot s, weights[r·topk + s] (fp32)
  *     its routing weight; ids in [e_lo, e_lo + nexp) are this table's experts, others are skipped;

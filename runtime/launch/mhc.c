@@ -41,7 +41,7 @@ size_t op_mhc_mix_ws_bytes(int rows, int hc, int d)
 }
 
 int op_mhc_mix(const kit *k, CUstream s, const mhc_dims *m, CUdeviceptr x, CUdeviceptr fn, CUdeviceptr base,
-               CUdeviceptr scale, CUdeviceptr coef, int rows, CUdeviceptr ws, size_t ws_bytes)
+               CUdeviceptr scale, CUdeviceptr coef, int rows, CUdeviceptr ws, size_t ws_bytes, CUdeviceptr counters)
 {
     if (!m)
         return dsk_err("mhc_mix: no dimensions given");
@@ -56,7 +56,7 @@ int op_mhc_mix(const kit *k, CUstream s, const mhc_dims *m, CUdeviceptr x, CUdev
         return dsk_err("mhc_mix: epsilons must be >= 0 (norm_eps %g, hc_eps %g)", m->norm_eps, m->hc_eps);
     if (check_ptr("mhc_mix", "x", x) || check_ptr("mhc_mix", "hc_fn", fn) || check_ptr("mhc_mix", "hc_base", base) ||
         check_ptr("mhc_mix", "hc_scale", scale) || check_ptr("mhc_mix", "coef", coef) ||
-        (rows > 0 && check_ptr("mhc_mix", "workspace", ws)))
+        (rows > 0 && (check_ptr("mhc_mix", "workspace", ws) || check_ptr("mhc_mix", "the arrival counter array", counters))))
         return -1;
     size_t need = op_mhc_mix_ws_bytes(rows, m->hc, m->d);
     if (ws_bytes < need)
@@ -65,6 +65,9 @@ int op_mhc_mix(const kit *k, CUstream s, const mhc_dims *m, CUdeviceptr x, CUdev
     int M = (2 + m->hc) * m->hc, K = m->hc * m->d;
     if (overlaps(coef, (size_t)rows * M * 4, ws, need) || overlaps(coef, (size_t)rows * M * 4, x, (size_t)rows * K * 2))
         return dsk_err("mhc_mix: coef overlaps the workspace or x");
+    if (rows > 0 && (overlaps(counters, MHC_MIX_COUNTERS * 4, ws, need) ||
+                     overlaps(counters, MHC_MIX_COUNTERS * 4, coef, (size_t)rows * M * 4)))
+        return dsk_err("mhc_mix: the arrival counters overlap the workspace or coef");
     if (rows == 0)
         return 0;
     rule_variant v;
@@ -79,12 +82,9 @@ int op_mhc_mix(const kit *k, CUstream s, const mhc_dims *m, CUdeviceptr x, CUdev
         int n = rows - r0 < MHC_MIX_SLAB ? rows - r0 : MHC_MIX_SLAB;
         int rpc = rule_mhc_mix_rows_per_cta(n);
         CUdeviceptr xs = x + (CUdeviceptr)r0 * (CUdeviceptr)K * 2, cs = coef + (CUdeviceptr)r0 * (CUdeviceptr)M * 4;
-        for (int step = 0; step < 2; step++) {
-            void *args[] = {&xs, &fn, &base, &scale, &ws, &cs, &n, &d, &rpc, &step, &norm_eps, &hc_eps, &iters};
-            unsigned gx = step == 0 ? nchunk : (unsigned)n, gy = step == 0 ? (unsigned)((n + rpc - 1) / rpc) : 1;
-            if (kit_launch(kk, gx, gy, 1, s, args, 13))
-                return dsk_err_ctx("mhc_mix %s: step %d, rows %d..%d", v.params, step, r0, r0 + n - 1);
-        }
+        void *args[] = {&xs, &fn, &base, &scale, &ws, &cs, &counters, &n, &d, &rpc, &norm_eps, &hc_eps, &iters};
+        if (kit_launch(kk, nchunk, (unsigned)((n + rpc - 1) / rpc), 1, s, args, 13))
+            return dsk_err_ctx("mhc_mix %s: rows %d..%d", v.params, r0, r0 + n - 1);
     }
     return 0;
 }
@@ -123,8 +123,8 @@ int op_mhc_pre(const kit *k, CUstream s, CUdeviceptr x, CUdeviceptr w, int w_str
     return 0;
 }
 
-int op_mhc_post(const kit *k, CUstream s, CUdeviceptr y, CUdeviceptr x, CUdeviceptr coef, CUdeviceptr xout, int rows,
-                int hc, int d)
+static int post(const kit *k, CUstream s, CUdeviceptr y, int y_f32, CUdeviceptr x, CUdeviceptr coef, CUdeviceptr xout,
+                int rows, int hc, int d)
 {
     if (check_width("mhc_post", hc, d, rows))
         return -1;
@@ -132,7 +132,7 @@ int op_mhc_post(const kit *k, CUstream s, CUdeviceptr y, CUdeviceptr x, CUdevice
         check_ptr("mhc_post", "xout", xout))
         return -1;
     size_t xb = (size_t)rows * hc * d * 2;
-    if (overlaps(xout, xb, x, xb) || overlaps(xout, xb, y, (size_t)rows * d * 2) ||
+    if (overlaps(xout, xb, x, xb) || overlaps(xout, xb, y, (size_t)rows * d * (y_f32 ? 4 : 2)) ||
         overlaps(xout, xb, coef, (size_t)rows * (2 + hc) * hc * 4))
         return dsk_err("mhc_post: xout overlaps x, y or coef (it is never computed in place)");
     if (rows == 0)
@@ -143,8 +143,20 @@ int op_mhc_post(const kit *k, CUstream s, CUdeviceptr y, CUdeviceptr x, CUdevice
     if (!kk)
         return -1;
     int64_t threads = (int64_t)rows * (d / 8);
-    void *args[] = {&y, &x, &coef, &xout, &rows, &d};
-    if (kit_launch(kk, (unsigned)((threads + 255) / 256), 1, 1, s, args, 6))
+    void *args[] = {&y, &x, &coef, &xout, &rows, &d, &y_f32};
+    if (kit_launch(kk, (unsigned)((threads + 255) / 256), 1, 1, s, args, 7))
         return dsk_err_ctx("mhc_post %s: %d rows of %d", v.params, rows, d);
     return 0;
+}
+
+int op_mhc_post(const kit *k, CUstream s, CUdeviceptr y, CUdeviceptr x, CUdeviceptr coef, CUdeviceptr xout, int rows,
+                int hc, int d)
+{
+    return post(k, s, y, 0, x, coef, xout, rows, hc, d);
+}
+
+int op_mhc_post_f32(const kit *k, CUstream s, CUdeviceptr y, CUdeviceptr x, CUdeviceptr coef, CUdeviceptr xout,
+                    int rows, int hc, int d)
+{
+    return post(k, s, y, 1, x, coef, xout, rows, hc, d);
 }

@@ -7,6 +7,7 @@
 #ifndef DSK_LAUNCH_MHC_H
 #define DSK_LAUNCH_MHC_H
 
+#include "kit/src/mhc_abi.cuh"
 #include "runtime/driver/kit.h"
 
 #include <stddef.h>
@@ -23,10 +24,11 @@ typedef struct {
 /* Workspace bytes op_mhc_mix needs for `rows` rows (it runs slabs of MHC_MIX_SLAB rows through it). */
 size_t op_mhc_mix_ws_bytes(int rows, int hc, int d);
 /* coef [rows][2hc + hc²] = hc_mixes of each row of x with the sublayer's fn fp32 [M][hc·d], base fp32 [M],
- * scale fp32 [3] (M = (2 + hc)·hc). Two launches per slab of up to MHC_MIX_SLAB rows (chunk partials into
- * ws, then fold + Sinkhorn), the second with programmatic dependent launch. */
+ * scale fp32 [3] (M = (2 + hc)·hc). One launch per slab of up to MHC_MIX_SLAB rows: chunk partials into
+ * ws, folded (+ Sinkhorn) by the last CTA of each row block to arrive. counters: u32 [MHC_MIX_COUNTERS] of
+ * device memory of its own, zero at rest (each launch leaves them zero; one stream at a time). */
 int op_mhc_mix(const kit *k, CUstream s, const mhc_dims *m, CUdeviceptr x, CUdeviceptr fn, CUdeviceptr base,
-               CUdeviceptr scale, CUdeviceptr coef, int rows, CUdeviceptr ws, size_t ws_bytes);
+               CUdeviceptr scale, CUdeviceptr coef, int rows, CUdeviceptr ws, size_t ws_bytes, CUdeviceptr counters);
 /* y[r] = bf16(Σ_i w[r·w_stride + i]·x[r][i]) (w fp32: π with stride hc, or coefficient rows with stride
  * 2hc + hc²). norm_w == 0: out = y. Else out = RMSNorm(y, eps)·norm_w (bf16 [d] weight; d <= MHC_PRE_MAX_D)
  * and y_raw (when not 0) = y. out and y_raw [rows][d] must not overlap x or each other. */
@@ -36,5 +38,9 @@ int op_mhc_pre(const kit *k, CUstream s, CUdeviceptr x, CUdeviceptr w, int w_str
  * overlap x, y or coef. */
 int op_mhc_post(const kit *k, CUstream s, CUdeviceptr y, CUdeviceptr x, CUdeviceptr coef, CUdeviceptr xout, int rows,
                 int hc, int d);
+/* The same with y fp32 [rows][d] (a summed partial), each value rounded to bf16 first: the bits of
+ * op_cast_bf16 into a bf16 y followed by op_mhc_post, in one launch. */
+int op_mhc_post_f32(const kit *k, CUstream s, CUdeviceptr y, CUdeviceptr x, CUdeviceptr coef, CUdeviceptr xout,
+                    int rows, int hc, int d);
 
 #endif

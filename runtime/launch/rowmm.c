@@ -3,7 +3,10 @@
 #include "runtime/common/error.h"
 #include "runtime/driver/cuda_api.h"
 
-int op_rowmm_bf16(const kit *k, CUstream s, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, int rows, int K, int N)
+#include <math.h>
+
+static int rowmm(const kit *k, CUstream s, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, int rows, int K, int N,
+                 float scale)
 {
     if (K % 32 || K <= 0 || N <= 0)
         return dsk_err("rowmm_bf16: K %d must be a positive multiple of 32, N %d positive", K, N);
@@ -13,9 +16,22 @@ int op_rowmm_bf16(const kit *k, CUstream s, CUdeviceptr x, CUdeviceptr w, CUdevi
         if (!kk)
             return -1;
         CUdeviceptr xs = x + (CUdeviceptr)r0 * (CUdeviceptr)K * 2, ys = y + (CUdeviceptr)r0 * (CUdeviceptr)N * 4;
-        void *args[] = {&xs, &w, &ys, &r, &K, &N};
-        if (kit_launch(kk, (unsigned)((N + 7) / 8), 1, 1, s, args, 6))
+        void *args[] = {&xs, &w, &ys, &r, &K, &N, &scale};
+        if (kit_launch(kk, (unsigned)((N + 7) / 8), 1, 1, s, args, 7))
             return -1;
     }
     return 0;
+}
+
+int op_rowmm_bf16(const kit *k, CUstream s, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, int rows, int K, int N)
+{
+    return rowmm(k, s, x, w, y, rows, K, N, 0.0f);
+}
+
+int op_rowmm_bf16_scaled(const kit *k, CUstream s, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y, int rows, int K,
+                         int N, float scale)
+{
+    if (!(scale != 0.0f) || !isfinite(scale))
+        return dsk_err("rowmm_bf16: the output scale %g must be finite and not 0", (double)scale);
+    return rowmm(k, s, x, w, y, rows, K, N, scale);
 }

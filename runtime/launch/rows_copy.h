@@ -17,4 +17,18 @@
 int op_rows_copy(const kit *k, CUstream s, CUdeviceptr src, int64_t src_stride, CUdeviceptr src_idx, CUdeviceptr dst,
                  int64_t dst_stride, CUdeviceptr dst_idx, int n, int row_bytes);
 
+/* One copy of op_rows_copy's arguments. */
+typedef struct {
+    CUdeviceptr src;
+    int64_t src_stride;
+    CUdeviceptr src_idx, dst;
+    int64_t dst_stride;
+    CUdeviceptr dst_idx;
+    int n, row_bytes;
+} rows_copy_job;
+
+/* 1 or 2 independent copies in one launch (what op_rows_copy does for each, in either order): neither may
+ * write what the other reads or writes. */
+int op_rows_copy_jobs(const kit *k, CUstream s, const rows_copy_job *jobs, int njobs);
+
 #endif

@@ -5,6 +5,7 @@
 #ifndef DSK_LAUNCH_VEC_GLUE_H
 #define DSK_LAUNCH_VEC_GLUE_H
 
+#include "kit/src/vec_glue_abi.cuh"
 #include "runtime/driver/kit.h"
 #include "runtime/common/kv_quant.h"
 
@@ -26,5 +27,20 @@ typedef struct {
  * every pointer 16-byte aligned. */
 int op_vec_glue(const kit *k, CUstream s, const vec_glue_op *op, CUdeviceptr x, int x_stride, CUdeviceptr y,
                 int y_stride, int rows, int heads, int width);
+
+/* One op of a launch: op_vec_glue's arguments but the rows. */
+typedef struct {
+    const vec_glue_op *op;
+    CUdeviceptr x;
+    int x_stride;
+    CUdeviceptr y;
+    int y_stride;
+    int heads, width;
+} vec_glue_call;
+
+/* 1..VG_MAX_OPS (3) independent ops on the same rows in one launch, each what op_vec_glue does with it: no
+ * op may write what another reads or writes (each may work in place). QDQ kinds may differ (the mixed
+ * variant then); the widest op picks the variant's chunks. */
+int op_vec_glue_multi(const kit *k, CUstream s, const vec_glue_call *calls, int n, int rows);
 
 #endif

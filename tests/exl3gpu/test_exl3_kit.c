@@ -161,6 +161,23 @@ static void test_bad_shapes_refused(void **state)
     assert_fails_with(op_exl3_matmul(k, 0, &a, FAKE, 5120, 3, FAKE, 2304, EXL3_OUT_F32, &tiny), "workspace", "1024");
     exl3_force f = {12, -1, -1};
     assert_fails_with(op_exl3_grouped(k, 0, ab, 1, FAKE, 5120, 1, FAKE, 2304, EXL3_OUT_F32, &ws, f), "bucket 12");
+    /* block-diagonal: one shape, descriptors one array, x wide enough for every block */
+    exl3_dev_linear bd[3] = {fake_linear(4096, 1024, 4, 2), fake_linear(4096, 1024, 4, 2), fake_linear(4096, 1024, 4, 2)};
+    for (int m = 0; m < 3; m++)
+        bd[m].desc = FAKE + (CUdeviceptr)m * 64;
+    const exl3_dev_linear *bdp[3] = {&bd[0], &bd[1], &bd[2]}, *bdc[2] = {&bd[0], &c};
+    assert_fails_with(op_exl3_blockdiag(k, 0, bdp, 3, FAKE, 8192, 1, FAKE, 3072, EXL3_OUT_BF16, &ws, EXL3_AUTO),
+                      "ldx 8192", "12288");
+    assert_fails_with(op_exl3_blockdiag(k, 0, bdc, 2, FAKE, 8192, 1, FAKE, 2048, EXL3_OUT_BF16, &ws, EXL3_AUTO),
+                      "matrix 1 has 512 outputs", "share their shape");
+    bd[2].desc = FAKE + 4096;
+    assert_fails_with(op_exl3_blockdiag(k, 0, bdp, 3, FAKE, 12288, 1, FAKE, 3072, EXL3_OUT_BF16, &ws, EXL3_AUTO),
+                      "matrix 2's descriptor", "one array");
+    bd[2].desc = FAKE + 128;
+    assert_fails_with(op_exl3_blockdiag(k, 0, bdp, 17, FAKE, 12288, 1, FAKE, 3072, EXL3_OUT_BF16, &ws, EXL3_AUTO),
+                      "17 matrices", "1..16");
+    assert_fails_with(op_exl3_blockdiag(k, 0, bdp, 3, FAKE, 12288, 1, FAKE, 3072, EXL3_OUT_BF16, &ws, EXL3_AUTO),
+                      "exl3_mm__K4_CB2_M8", "not loaded");
     exl3_dev_linear nodesc = a;
     nodesc.desc = 0;
     assert_fails_with(op_exl3_matmul(k, 0, &nodesc, FAKE, 5120, 1, FAKE, 2304, EXL3_OUT_F32, &ws), "no device descriptor");

@@ -315,6 +315,78 @@ static void grouped_vs_separate(gpu_ctx *c, dsk_rng *r, int k, const int *ns, in
         rlin_free(&L[m]);
 }
 
+/* Block-diagonal (grouped wo_a): nmat matrices k -> n, matrix m on x's columns [m·k, (m+1)·k), their
+ * descriptors one array; == one launch per block on its slice of x (bit for bit), and each vs the CPU. */
+static void blockdiag_vs_separate(gpu_ctx *c, dsk_rng *r, int k, int n, int nmat, int K, int cb, int rows)
+{
+    rlin L[EXL3_MAX_BLOCKS];
+    const exl3_dev_linear *dl[EXL3_MAX_BLOCKS];
+    CUdeviceptr table = dev_alloc((size_t)nmat * sizeof(exl3_desc));
+    for (int m = 0; m < nmat; m++) {
+        rlin_make(&L[m], r, k, n, K, cb, 0, 0.1f);
+        exl3_dev_linear *d = &L[m].dev;
+        must(exl3_dev_linear_init(d, k, n, K, cb, d->trellis, d->suh, d->svh, 0, table + (CUdeviceptr)m * 64),
+             "exl3_dev_linear_init");
+        dl[m] = d;
+    }
+    int ldx = nmat * k, ntot = nmat * n;
+    uint16_t *xb = xmalloc((size_t)rows * ldx * 2);
+    float *xall = xmalloc((size_t)rows * ldx * 4), *xf = xmalloc((size_t)rows * k * 4);
+    float *yg = xmalloc((size_t)rows * ntot * 4), *ys = xmalloc((size_t)rows * n * 4), *ref = xmalloc((size_t)rows * n * 4);
+    rand_x(r, rows, ldx, ldx, xb, xall);
+    CUdeviceptr dx = dev_upload(xb, (size_t)rows * ldx * 2), dy = dev_alloc((size_t)rows * ntot * 4);
+    CUdeviceptr d1 = dev_alloc((size_t)rows * n * 4);
+    size_t need = exl3_ws_bytes_matmul(dl, nmat, rows);
+    ws_need(c, need);
+    must(cu.cuCtxSynchronize() != CUDA_SUCCESS, "cuCtxSynchronize");
+    must(op_exl3_blockdiag(c->k, c->s, dl, nmat, dx, ldx, rows, dy, ntot, EXL3_OUT_F32, &ws, EXL3_AUTO),
+         "op_exl3_blockdiag");
+    dev_sync(c);
+    dev_download(yg, dy, (size_t)rows * ntot * 4);
+    /* a forced plan (bucket 64, x' in its own launch, folded) gives the same bits */
+    float *yf = xmalloc((size_t)rows * ntot * 4);
+    ws_need(c, need + (size_t)nmat * 64 * (size_t)((rows + 63) / 64) * (size_t)k * 2 + 16);
+    must(cu.cuCtxSynchronize() != CUDA_SUCCESS, "cuCtxSynchronize");
+    must(op_exl3_blockdiag(c->k, c->s, dl, nmat, dx, ldx, rows, dy, ntot, EXL3_OUT_F32, &ws, (exl3_force){64, 1, 1}),
+         "op_exl3_blockdiag, forced plan");
+    dev_sync(c);
+    dev_download(yf, dy, (size_t)rows * ntot * 4);
+    int differ = memcmp(yf, yg, (size_t)rows * ntot * 4) != 0;
+    free(yf);
+    double worst = 0;
+    for (int m = 0; m < nmat; m++) {
+        run_matmul(c, &L[m], dx + (CUdeviceptr)m * k * 2, ldx, rows, d1, EXL3_AUTO, ys);
+        for (int i = 0; i < rows; i++)
+            differ += memcmp(ys + (size_t)i * n, yg + (size_t)i * ntot + (size_t)m * n, (size_t)n * 4) != 0;
+        for (int i = 0; i < rows; i++)
+            memcpy(xf + (size_t)i * k, xall + (size_t)i * ldx + (size_t)m * k, (size_t)k * 4);
+        if (exl3_matmul(&L[m].cpu, xf, rows, ref))
+            must(-1, "exl3_matmul");
+        float *yb = xmalloc((size_t)rows * n * 4);
+        for (int i = 0; i < rows; i++)
+            memcpy(yb + (size_t)i * n, yg + (size_t)i * ntot + (size_t)m * n, (size_t)n * 4);
+        double eb = rel_l2(yb, ref, (size_t)rows * n);
+        worst = eb > worst ? eb : worst;
+        free(yb);
+    }
+    char shape[96];
+    snprintf(shape, sizeof shape, "block-diagonal %d x %d->%d K%d %s rows %d", nmat, k, n, K, cb_name[cb], rows);
+    check(c, differ == 0 && worst <= 1e-3, "exl3_mm", shape,
+          "%d block rows (or the forced plan) differ from one launch per block; worst rel L2 %.2e", differ, worst);
+    dev_free(dx);
+    dev_free(dy);
+    dev_free(d1);
+    free(xb);
+    free(xall);
+    free(xf);
+    free(yg);
+    free(ys);
+    free(ref);
+    for (int m = 0; m < nmat; m++)
+        rlin_free(&L[m]);
+    dev_free(table);
+}
+
 void test_exl3_mm(gpu_ctx *c)
 {
     dsk_rng r = fresh_rng(0x5eed);
@@ -356,6 +428,13 @@ void test_exl3_mm(gpu_ctx *c)
     grouped_vs_separate(c, &r, sm ? 384 : 5120, w13, 2, 2, 1, 8);
     grouped_vs_separate(c, &r, 384, three, 3, 5, 0, 13);
     grouped_vs_separate(c, &r, 1024, three, 3, 3, 2, 40);
+    /* block-diagonal: wo_a's 8 groups (4096 -> 1024 each) at decode and prompt rows (x' in its own launch,
+     * fold), tiny's 4 and 16 small blocks */
+    blockdiag_vs_separate(c, &r, sm ? 256 : 4096, sm ? 128 : 1024, 8, 4, 2, 1);
+    blockdiag_vs_separate(c, &r, sm ? 256 : 4096, sm ? 128 : 1024, 8, 3, 1, 13);
+    blockdiag_vs_separate(c, &r, sm ? 256 : 4096, sm ? 128 : 1024, 8, 4, 2, 200);
+    blockdiag_vs_separate(c, &r, 256, 128, 4, 4, 2, 6);
+    blockdiag_vs_separate(c, &r, 128, 128, 16, 2, 0, 70);
 }
 
 /* A random MoE table of nexp experts: W1, W3 k -> n (K_up), W2 n -> k (K_down). */

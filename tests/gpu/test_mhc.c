@@ -92,6 +92,8 @@ void test_mhc_mix(gpu_ctx *c)
         CUdeviceptr dfn = dev_upload(fn, (size_t)M * K * 4), dbase = dev_upload(base, sizeof base),
                     dscale = dev_upload(scale, sizeof scale), dc = dev_alloc_guarded(cb), d1 = dev_alloc_guarded(M * 4),
                     dws = dev_alloc(wsb), dx = 0;
+        uint32_t *zeros = calloc(MHC_MIX_COUNTERS, 4), *cnt = xmalloc(MHC_MIX_COUNTERS * 4);
+        CUdeviceptr dcnt = dev_upload(zeros, MHC_MIX_COUNTERS * 4);
         const int nrows[] = {1, 2, 7, 16, 64, P};
         for (size_t ri = 0; ri < sizeof nrows / sizeof nrows[0]; ri++) {
             int R = nrows[ri];
@@ -100,7 +102,7 @@ void test_mhc_mix(gpu_ctx *c)
                 dev_free(dx);
             dx = dev_upload(x, (size_t)R * K * 2);
             dev_poison(dc, cb);
-            must(op_mhc_mix(c->k, c->s, &md, dx, dfn, dbase, dscale, dc, R, dws, wsb), "mhc_mix");
+            must(op_mhc_mix(c->k, c->s, &md, dx, dfn, dbase, dscale, dc, R, dws, wsb, dcnt), "mhc_mix");
             dev_sync(c);
             dev_download(coef, dc, (size_t)R * M * 4);
             double colerr = 0;
@@ -119,45 +121,58 @@ void test_mhc_mix(gpu_ctx *c)
             int guards = dev_guard_intact(dc, (size_t)R * M * 4), alone_ok = 1;
             for (int t = 0; t < alone_count(R) && alone_ok; t++) {
                 int row = alone_row(&r, R, t);
-                must(op_mhc_mix(c->k, c->s, &md, dx + (CUdeviceptr)row * K * 2, dfn, dbase, dscale, d1, 1, dws, wsb),
+                must(op_mhc_mix(c->k, c->s, &md, dx + (CUdeviceptr)row * K * 2, dfn, dbase, dscale, d1, 1, dws, wsb, dcnt),
                      "mhc_mix alone");
                 dev_sync(c);
                 dev_download(one, d1, M * 4);
                 alone_ok = !memcmp(one, coef + (size_t)row * M, M * 4);
             }
+            /* the last CTA of each row block left its counter zero */
+            dev_download(cnt, dcnt, MHC_MIX_COUNTERS * 4);
+            int left = 0;
+            for (int i = 0; i < MHC_MIX_COUNTERS; i++)
+                left += cnt[i] != 0;
             char shape[64];
             snprintf(shape, sizeof shape, "rows %d, hc %d x %d", R, HC, d);
-            check(c, e <= 1e-3 && colerr <= 1e-3 && guards && alone_ok, "mhc_mix", shape,
-                  "rel L2 %.2e, max |diff| %.2e, comb columns - 1 <= %.1e, guards %s, each row == alone: %s", e, mad,
-                  colerr, guards ? "intact" : "WRITTEN", alone_ok ? "yes" : "NO");
+            check(c, e <= 1e-3 && colerr <= 1e-3 && guards && alone_ok && !left, "mhc_mix", shape,
+                  "rel L2 %.2e, max |diff| %.2e, comb columns - 1 <= %.1e, guards %s, each row == alone: %s, "
+                  "counters not zero: %d",
+                  e, mad, colerr, guards ? "intact" : "WRITTEN", alone_ok ? "yes" : "NO", left);
         }
         if (wi == 1) {
             mhc_dims bad = md;
             bad.hc = 5;
             refused(c, "mhc_mix", "hc 5 (more sums than a warp)",
-                    op_mhc_mix(c->k, c->s, &bad, dx, dfn, dbase, dscale, dc, 1, dws, wsb));
+                    op_mhc_mix(c->k, c->s, &bad, dx, dfn, dbase, dscale, dc, 1, dws, wsb, dcnt));
             bad = md;
             bad.sinkhorn_iters = 0;
             refused(c, "mhc_mix", "0 Sinkhorn iterations",
-                    op_mhc_mix(c->k, c->s, &bad, dx, dfn, dbase, dscale, dc, 1, dws, wsb));
+                    op_mhc_mix(c->k, c->s, &bad, dx, dfn, dbase, dscale, dc, 1, dws, wsb, dcnt));
             bad = md;
             bad.d = 132;
             refused(c, "mhc_mix", "d not a multiple of 8",
-                    op_mhc_mix(c->k, c->s, &bad, dx, dfn, dbase, dscale, dc, 1, dws, wsb));
+                    op_mhc_mix(c->k, c->s, &bad, dx, dfn, dbase, dscale, dc, 1, dws, wsb, dcnt));
             refused(c, "mhc_mix", "workspace too small",
-                    op_mhc_mix(c->k, c->s, &md, dx, dfn, dbase, dscale, dc, 64, dws, op_mhc_mix_ws_bytes(63, HC, d)));
+                    op_mhc_mix(c->k, c->s, &md, dx, dfn, dbase, dscale, dc, 64, dws, op_mhc_mix_ws_bytes(63, HC, d), dcnt));
             refused(c, "mhc_mix", "workspace missing",
-                    op_mhc_mix(c->k, c->s, &md, dx, dfn, dbase, dscale, dc, 1, 0, wsb));
+                    op_mhc_mix(c->k, c->s, &md, dx, dfn, dbase, dscale, dc, 1, 0, wsb, dcnt));
+            refused(c, "mhc_mix", "arrival counters missing",
+                    op_mhc_mix(c->k, c->s, &md, dx, dfn, dbase, dscale, dc, 1, dws, wsb, 0));
+            refused(c, "mhc_mix", "arrival counters inside the workspace",
+                    op_mhc_mix(c->k, c->s, &md, dx, dfn, dbase, dscale, dc, 1, dws, wsb, dws));
             refused(c, "mhc_mix", "hc_fn misaligned",
-                    op_mhc_mix(c->k, c->s, &md, dx, dfn + 4, dbase, dscale, dc, 1, dws, wsb));
+                    op_mhc_mix(c->k, c->s, &md, dx, dfn + 4, dbase, dscale, dc, 1, dws, wsb, dcnt));
             refused(c, "mhc_mix", "coef inside the workspace",
-                    op_mhc_mix(c->k, c->s, &md, dx, dfn, dbase, dscale, dws, 1, dws, wsb));
+                    op_mhc_mix(c->k, c->s, &md, dx, dfn, dbase, dscale, dws, 1, dws, wsb, dcnt));
         }
         dev_free(dx);
         dev_free(dfn);
         dev_free(dbase);
         dev_free(dscale);
         dev_free(dws);
+        dev_free(dcnt);
+        free(zeros);
+        free(cnt);
         dev_free_guarded(dc);
         dev_free_guarded(d1);
         free(fn);
@@ -298,6 +313,16 @@ void test_mhc_pre(gpu_ctx *c)
     }
 }
 
+/* The CPU's hc_post of R rows. */
+static void post_reference(const uint16_t *y, const uint16_t *x, const float *coef, int R, int d, uint16_t *ref)
+{
+    for (int i = 0; i < R; i++) {
+        hc_coeffs k;
+        hc_coeffs_unpack(coef + (size_t)i * M, HC, &k);
+        hc_post(y + (size_t)i * d, x + (size_t)i * HC * d, &k, HC, d, ref + (size_t)i * HC * d);
+    }
+}
+
 void test_mhc_post(gpu_ctx *c)
 {
     dsk_rng r = fresh_rng(23);
@@ -328,11 +353,7 @@ void test_mhc_post(gpu_ctx *c)
             must(op_mhc_post(c->k, c->s, dy, dx, dc, dout, R, HC, d), "mhc_post");
             dev_sync(c);
             dev_download(o, dout, rb);
-            for (int i = 0; i < R; i++) {
-                hc_coeffs k;
-                hc_coeffs_unpack(coef + (size_t)i * M, HC, &k);
-                hc_post(y + (size_t)i * d, x + (size_t)i * HC * d, &k, HC, d, ref + (size_t)i * HC * d);
-            }
+            post_reference(y, x, coef, R, d, ref);
             int same = !memcmp(o, ref, rb), guards = dev_guard_intact(dout, rb), alone_ok = 1;
             for (int t = 0; t < alone_count(R) && alone_ok; t++) {
                 int row = alone_row(&r, R, t);
@@ -347,6 +368,24 @@ void test_mhc_post(gpu_ctx *c)
             snprintf(shape, sizeof shape, "rows %d, hc %d x %d", R, HC, d);
             check(c, same && guards && alone_ok, "mhc_post", shape, "bit-equal: %s, guards %s, each row == alone: %s",
                   same ? "yes" : "NO", guards ? "intact" : "WRITTEN", alone_ok ? "yes" : "NO");
+            /* y as an fp32 partial: rounded to bf16 in the kernel, the reference on the rounded values */
+            float *y32 = xmalloc((size_t)R * d * 4);
+            for (size_t i = 0; i < (size_t)R * d; i++) {
+                y32[i] = dsk_rng_normal(&r) * 3.0f;
+                y[i] = f32_to_bf16(y32[i]);
+            }
+            CUdeviceptr dy32 = dev_upload(y32, (size_t)R * d * 4);
+            dev_poison(dout, xb);
+            must(op_mhc_post_f32(c->k, c->s, dy32, dx, dc, dout, R, HC, d), "mhc_post f32");
+            dev_sync(c);
+            dev_download(o, dout, rb);
+            post_reference(y, x, coef, R, d, ref);
+            same = !memcmp(o, ref, rb);
+            guards = dev_guard_intact(dout, rb);
+            check(c, same && guards, "mhc_post", shape, "y fp32: bit-equal to the reference on bf16(y): %s, guards %s",
+                  same ? "yes" : "NO", guards ? "intact" : "WRITTEN");
+            dev_free(dy32);
+            free(y32);
         }
         if (wi == 1) {
             refused(c, "mhc_post", "xout aliases x", op_mhc_post(c->k, c->s, dy, dx, dc, dx, 1, HC, d));

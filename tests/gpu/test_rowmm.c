@@ -45,6 +45,20 @@ void test_rowmm(gpu_ctx *c)
             snprintf(shape, sizeof shape, "rows %d, %d -> %d", R, K, N);
             check(c, e <= 1e-3 && invariant, "rowmm_bf16", shape, "rel L2 %.2e, each row == alone: %s", e,
                   invariant ? "yes" : "NO");
+            /* the scaled form: each output bf16(bf16(y)·scale), what op_cast_scale makes of y */
+            const float scale = 0.0625f * 0.17677669f;
+            must(op_rowmm_bf16_scaled(c->k, c->s, dx, dw, dy, R, K, N, scale), "rowmm_bf16 scaled");
+            dev_sync(c);
+            float *ys = xmalloc((size_t)R * N * 4);
+            dev_download(ys, dy, (size_t)R * N * 4);
+            size_t bad = 0;
+            for (size_t i = 0; i < (size_t)R * N; i++) {
+                float want = bf16_to_f32(f32_to_bf16(bf16_to_f32(f32_to_bf16(y[i])) * scale));
+                bad += memcmp(&want, &ys[i], 4) != 0;
+            }
+            check(c, bad == 0, "rowmm_bf16", shape, "scaled by %g: %zu of %d outputs differ from bf16(bf16(y)*scale)",
+                  (double)scale, bad, R * N);
+            free(ys);
         }
         dev_free(dx);
         dev_free(dw);

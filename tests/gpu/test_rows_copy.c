@@ -71,6 +71,54 @@ static void check_case(gpu_ctx *c, dsk_rng *r, int n, int row_bytes, int gather,
     free(di);
 }
 
+/* Two copies of different widths and row counts (a latent and its index key into their pools) in one
+ * launch: each exactly what the reference makes of it, the rows around them untouched. */
+static void check_pair(gpu_ctx *c, dsk_rng *r, const int n[2], const int row_bytes[2])
+{
+    rows_copy_job job[2];
+    uint8_t *dst[2], *ref[2];
+    size_t db[2];
+    CUdeviceptr dsrc[2], ddst[2], ddi[2];
+    for (int j = 0; j < 2; j++) {
+        int64_t ss = row_bytes[j] + 16 * (int64_t)dsk_rng_below(r, 2), ds = row_bytes[j];
+        int dst_rows = 2 * n[j] + 1;
+        size_t sb = (size_t)n[j] * ss;
+        db[j] = (size_t)dst_rows * ds;
+        uint8_t *src = xmalloc(sb);
+        dst[j] = xmalloc(db[j]);
+        ref[j] = xmalloc(db[j]);
+        for (size_t i = 0; i < sb; i++)
+            src[i] = (uint8_t)dsk_rng_u64(r);
+        for (size_t i = 0; i < db[j]; i++)
+            dst[j][i] = ref[j][i] = (uint8_t)dsk_rng_u64(r);
+        int32_t *di = xmalloc((size_t)n[j] * 4 + 4);
+        distinct_rows(r, di, n[j], dst_rows);
+        ref_rows_copy(src, ss, NULL, ref[j], ds, di, n[j], row_bytes[j]);
+        dsrc[j] = dev_upload(src, sb);
+        ddst[j] = dev_upload(dst[j], db[j]);
+        ddi[j] = dev_upload(di, (size_t)n[j] * 4 + 4);
+        job[j] = (rows_copy_job){dsrc[j], ss, 0, ddst[j], ds, ddi[j], n[j], row_bytes[j]};
+        free(src);
+        free(di);
+    }
+    must(op_rows_copy_jobs(c->k, c->s, job, 2), "rows_copy, two copies");
+    dev_sync(c);
+    size_t diff = 0;
+    for (int j = 0; j < 2; j++) {
+        dev_download(dst[j], ddst[j], db[j]);
+        for (size_t i = 0; i < db[j]; i++)
+            diff += dst[j][i] != ref[j][i];
+        dev_free(dsrc[j]);
+        dev_free(ddst[j]);
+        dev_free(ddi[j]);
+        free(dst[j]);
+        free(ref[j]);
+    }
+    char shape[80];
+    snprintf(shape, sizeof shape, "two copies: %d rows of %d B, %d of %d B", n[0], row_bytes[0], n[1], row_bytes[1]);
+    check(c, diff == 0, "rows_copy", shape, "%zu bytes differ", diff);
+}
+
 void test_rows_copy(gpu_ctx *c)
 {
     dsk_rng r = fresh_rng(0x40c);
@@ -81,6 +129,9 @@ void test_rows_copy(gpu_ctx *c)
         for (int ri = 0; ri < 6; ri++)
             for (int mode = 0; mode < 3; mode++)
                 check_case(c, &r, nrows[ri], widths[wi], mode != 1, mode != 0);
+    const int pn[][2] = {{1, 1}, {3, 16}, {64, 2}, {1, 7}}, pw[][2] = {{1024, 256}, {256, 1024}, {4096, 16}, {1024, 256}};
+    for (int i = 0; i < 4; i++)
+        check_pair(c, &r, pn[i], pw[i]);
     CUdeviceptr buf = dev_alloc(1 << 16);
     int refused = 0;
     refused += op_rows_copy(c->k, c->s, buf, 64, 0, buf + 4096, 64, 0, 4, 40) != 0;      /* not a multiple of 16 */
@@ -88,6 +139,9 @@ void test_rows_copy(gpu_ctx *c)
     refused += op_rows_copy(c->k, c->s, buf + 8, 64, 0, buf + 4096, 64, 0, 4, 64) != 0;  /* misaligned src */
     refused += op_rows_copy(c->k, c->s, buf, 64, buf + 4, buf + 4096, 64, 0, 4, 64) != 0; /* misaligned index list */
     refused += op_rows_copy(c->k, c->s, 0, 64, 0, buf + 4096, 64, 0, 4, 64) != 0;        /* no src */
-    check(c, refused == 5, "rows_copy", "bad arguments", "%d of 5 refused", refused);
+    rows_copy_job bad[3] = {{buf, 64, 0, buf + 4096, 64, 0, 4, 64}, {buf, 64, 0, buf + 8192, 64, 0, 4, 40}, {0}};
+    refused += op_rows_copy_jobs(c->k, c->s, bad, 2) != 0; /* the second copy's rows not a multiple of 16 */
+    refused += op_rows_copy_jobs(c->k, c->s, bad, 3) != 0; /* three copies */
+    check(c, refused == 7, "rows_copy", "bad arguments", "%d of 7 refused", refused);
     dev_free(buf);
 }

@@ -338,6 +338,52 @@ static void check_fp4_e4m3_scales(gpu_ctx *c, dsk_rng *r)
     free(gpu);
 }
 
+/* Sites launched together (op_vec_glue_multi) == each launched alone, bit for bit (check_site holds the
+ * lone launch to the reference): the engine's groups, of mixed QDQ kinds and widths, and a same-kind pair. */
+static void check_multi(gpu_ctx *c, dsk_rng *r, const int *ids, int n, int rows)
+{
+    problem p[VG_MAX_OPS];
+    CUdeviceptr dx[VG_MAX_OPS], dy[VG_MAX_OPS], dw[VG_MAX_OPS], dpos[VG_MAX_OPS], dfreq[VG_MAX_OPS];
+    vec_glue_op op[VG_MAX_OPS];
+    vec_glue_call call[VG_MAX_OPS];
+    char shape[160];
+    int len = snprintf(shape, sizeof shape, "rows %d:", rows);
+    for (int i = 0; i < n; i++) {
+        const vg_site *st = &sites[ids[i]];
+        make_problem(r, st, rows, 1, &p[i]);
+        size_t xb = (size_t)rows * p[i].x_stride * 2, yb = (size_t)rows * p[i].y_stride * 2;
+        dx[i] = dev_upload(p[i].x, xb);
+        dw[i] = dev_upload(p[i].w, (size_t)st->width * 2);
+        dpos[i] = dev_upload(p[i].pos, (size_t)rows * 4);
+        dfreq[i] = dev_upload(p[i].freqs, (size_t)(st->rope ? st->rope : 2) / 2 * 4);
+        dy[i] = dev_alloc(yb);
+        dev_memset(dy[i], POISON & 0xff, yb);
+        op[i] = (vec_glue_op){.norm_w = st->norm ? dw[i] : 0, .eps = 1e-20f, .rope_dim = st->rope,
+                              .freqs = dfreq[i], .pos = dpos[i], .inverse = st->inverse, .qdq = st->qdq};
+        call[i] = (vec_glue_call){&op[i], dx[i], p[i].x_stride, dy[i], p[i].y_stride, st->heads, st->width};
+        len += snprintf(shape + len, sizeof shape - (size_t)len, "%s %s", i ? " +" : "", st->site);
+    }
+    must(op_vec_glue_multi(c->k, c->s, call, n, rows), "vec_glue, ops in one launch");
+    dev_sync(c);
+    size_t diff = 0;
+    for (int i = 0; i < n; i++) {
+        size_t yb = (size_t)rows * p[i].y_stride * 2;
+        uint16_t *alone = xmalloc(yb);
+        dev_download(p[i].gpu, dy[i], yb);
+        run_gpu(c, &p[i], 0, rows, 0, RUN_ALL, alone);
+        for (size_t e = 0; e < yb / 2; e++)
+            diff += p[i].gpu[e] != alone[e];
+        free(alone);
+        dev_free(dx[i]);
+        dev_free(dy[i]);
+        dev_free(dw[i]);
+        dev_free(dpos[i]);
+        dev_free(dfreq[i]);
+        free_problem(&p[i]);
+    }
+    check(c, diff == 0, "vec_glue", shape, "one launch == each alone: %zu elements differ (guards included)", diff);
+}
+
 static void check_refusals(gpu_ctx *c)
 {
     CUdeviceptr buf = dev_alloc(1 << 16);
@@ -356,6 +402,11 @@ static void check_refusals(gpu_ctx *c)
     REFUSE(op_vec_glue(c->k, c->s, &bad_qdq, buf, 512, buf, 512, 4, 1, 512)); /* unknown QDQ */
     REFUSE(op_vec_glue(c->k, c->s, &bad_rope, buf, 512, buf, 512, 4, 1, 512)); /* rope_dim 12 */
     REFUSE(op_vec_glue(c->k, c->s, &ok, buf, 4096, buf, 4096, 4, 1, 4096));   /* wider than 2048 */
+    vec_glue_call two[4] = {{&ok, buf, 512, buf, 512, 1, 512}, {&bad_rope, buf + 4096, 512, buf + 4096, 512, 1, 512}};
+    REFUSE(op_vec_glue_multi(c->k, c->s, two, 2, 4)); /* the second op's rope_dim 12 */
+    two[1] = two[0];
+    REFUSE(op_vec_glue_multi(c->k, c->s, two, 4, 4)); /* four ops */
+    REFUSE(op_vec_glue_multi(c->k, c->s, two, 0, 4)); /* none */
     check(c, refused == cases, "vec_glue", "bad arguments", "%d of %d refused with a vec_glue message", refused, cases);
 #undef REFUSE
     dev_free(buf);
@@ -377,5 +428,15 @@ void test_vec_glue(gpu_ctx *c)
     check_qdq_sweep(c, &r, KVQ_FP4_E8M0, 6.0f, 6.0f * 0x1p-126f);
     check_qdq_sweep(c, &r, KVQ_FP4_E4M3, 6.0f, 6.0f * 0x1p-9f);
     check_fp4_e4m3_scales(c, &r);
+    /* the engine's groups: Q RoPE + window key + latent norm; index key + latent; tiny's; a same-kind pair */
+    const int attn[] = {6, 0, 2}, comp[] = {4, 3}, tiny_attn[] = {12, 8}, tiny_comp[] = {10, 9}, same[] = {6, 7};
+    const int mrows[] = {1, 7, 64, 300};
+    for (int i = 0; i < 4; i++) {
+        check_multi(c, &r, attn, 3, mrows[i]);
+        check_multi(c, &r, comp, 2, mrows[i]);
+        check_multi(c, &r, tiny_attn, 2, mrows[i]);
+        check_multi(c, &r, tiny_comp, 2, mrows[i]);
+        check_multi(c, &r, same, 2, mrows[i]);
+    }
     check_refusals(c);
 }

@@ -72,16 +72,17 @@ static void sweep_glue(sweep *s, const model_config *c)
     rule_variant v;
     for (int L = 0; L < c->n_all_layers; L++) {
         const layer_role *r = &c->roles[L];
-        expect_vec_glue(s, "window keys / DSpark main KV", c->head_dim, KVQ_FP8_E4M3);
+        expect_vec_glue(s, "Q RoPE + window keys (+ ratio-1 latent norm), one launch", c->head_dim, RULE_VEC_GLUE_MIXED);
+        expect_vec_glue(s, "DSpark main KV", c->head_dim, KVQ_FP8_E4M3);
         expect_vec_glue(s, "q_norm", c->q_lora_rank, KVQ_NONE);
-        expect_vec_glue(s, "Q RoPE", c->head_dim, KVQ_NONE);
         expect_vec_glue(s, "o inverse RoPE", c->head_dim, KVQ_NONE);
         rule_rows_copy_pick(&v);
         expect(s, "window ring write", v.family, v.params, L);
         if (r->is_kv_source) {
-            expect_vec_glue(s, "compressor norm", c->head_dim, KVQ_NONE);
-            expect_vec_glue(s, "compressed latent", c->head_dim, KVQ_FP4_E4M3);
-            expect_vec_glue(s, "index key", c->index_head_dim, KVQ_FP4_E8M0);
+            if (r->ratio == 2)
+                expect_vec_glue(s, "ratio-2 compressor norm", c->head_dim, KVQ_NONE);
+            expect_vec_glue(s, "index key + compressed latent, one launch",
+                            c->head_dim > c->index_head_dim ? c->head_dim : c->index_head_dim, RULE_VEC_GLUE_MIXED);
             if (r->ratio == 2) {
                 rule_compress_pool_pick(&v);
                 expect(s, "ratio-2 pooling", v.family, v.params, L);
