@@ -171,11 +171,11 @@ int needs_for_model(const model_config *c, const needs_settings *s, need_list *o
     rc |= add_variant(out, "tensor-parallel exchange through NCCL: the sum of the gathered partials", &v);
     rule_xchg_pick(3, &v);
     rc |= add_variant(out, "tensor-parallel exchange through NCCL: the gathered logits placed", &v);
-    /* vec_glue: every layer's Q RoPE beside its window keys (RMSNorm, RoPE, FP8) and a ratio-1 kv source's
-     * latent norm, in one launch of ops of several QDQ kinds (the mixed variant); a kv source's index keys
-     * (norm, RoPE, FP4/e8m0) beside its latents' RoPE + FP4/e4m3, mixed too; alone: the drafter's main KV
-     * (as the window keys), q_norm, o's inverse RoPE and a ratio-2 latent's norm, an index source's queries
-     * (RoPE, FP4/e8m0). The pick depends on the widest op and the QDQ kinds only, never on the rows. */
+    /* vec_glue: every layer's q_norm beside its window keys (RMSNorm, RoPE, FP8) and a ratio-1 kv source's
+     * latent norm, in one launch of ops of several QDQ kinds (the mixed variant; Q's RoPE is sparse_attn's);
+     * a kv source's index keys (norm, RoPE, FP4/e8m0) beside its latents' RoPE + FP4/e4m3, mixed too; alone:
+     * the drafter's main KV (as the window keys), a ratio-2 latent's norm, an index source's queries (RoPE,
+     * FP4/e8m0). The pick depends on the widest op and the QDQ kinds only, never on the rows. */
     {
         int kv_source = 0, index_source = 0, ratio2 = 0;
         for (int l = 0; l < c->n_layers; l++) {
@@ -187,10 +187,10 @@ int needs_for_model(const model_config *c, const needs_settings *s, need_list *o
             const char *why;
             int width, qdq, on;
         } glue[] = {
-            {"Q RoPE + window keys (kv_norm, RoPE, FP8) + a ratio-1 latent's norm", c->head_dim, RULE_VEC_GLUE_MIXED, 1},
+            {"q_norm + window keys (kv_norm, RoPE, FP8) + a ratio-1 latent's norm",
+             c->q_lora_rank > c->head_dim ? c->q_lora_rank : c->head_dim, RULE_VEC_GLUE_MIXED, 1},
             {"the drafter's main KV (kv_norm, RoPE, FP8)", c->head_dim, KVQ_FP8_E4M3, 1},
-            {"q_norm", c->q_lora_rank, KVQ_NONE, 1},
-            {"inverse RoPE of o, ratio-2 compressor norm", c->head_dim, KVQ_NONE, 1},
+            {"ratio-2 compressor norm", c->head_dim, KVQ_NONE, ratio2},
             {"index keys (k_norm, RoPE, FP4/e8m0) + compressed latents (RoPE, FP4/e4m3)",
              c->head_dim > c->index_head_dim ? c->head_dim : c->index_head_dim, RULE_VEC_GLUE_MIXED, kv_source},
             {"index queries (RoPE, FP4/e8m0)", c->index_head_dim, KVQ_FP4_E8M0, index_source},

@@ -18,6 +18,7 @@
 //   REF's running state per block, in list order: num = num·α + Σ bf16(p)·k, den = den·α + Σ p, then
 //   den + exp(sink − max), num / den rounded to bf16, then the optional inverse RoPE of the last rope_dim
 //   dims (the rope family's math: angle fp32(pos)·θ′_j, cos/sin in double, products and sums rounded).
+// With q_rope the queries' own RoPE (the same dims, at the same position) is applied as they are loaded.
 #include "dskit_kernel.cuh"
 #include "sparse_attn_abi.cuh"
 #include "sparse_attn_ops.cuh"
@@ -52,6 +53,7 @@ struct attn_args {
     float *ws;
     int rows, heads, ring, sel_ld, rope_dim, max_blocks;
     float scale;
+    int q_rope; // the queries come unrotated: RoPE them on load (load_q)
 };
 
 // One row's list: where entry i's key lives.
@@ -126,7 +128,18 @@ __device__ __forceinline__ void issue_keys(u16 *stage, const u16 *const *addr)
     }
 }
 
+// RoPE of one bf16 pair (lo = dim d, hi = dim d + 1) by (c, s): vec_glue's products, sums and roundings.
+__device__ __forceinline__ u32 rot_pair(u32 p, float c, float s)
+{
+    const float a = __uint_as_float(p << 16), b = __uint_as_float(p & 0xffff0000u);
+    return (u32)f32_to_bf16_bits(__fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s))) |
+           (u32)f32_to_bf16_bits(__fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c))) << 16;
+}
+
 // This warp's Q fragments: heads h0+g and h0+g+8 (zeros past the model's heads), dims w·DPW + 32c + 8q .. +7.
+// With A.q_rope the queries come unrotated and their last rope_dim dims are rotated here at the row's
+// position, as vec_glue's RoPE does it (angle fp32(pos)·θ′_j, cos/sin by sincos in double, rounded to
+// float; each product and sum rounded; bf16 out): the bits of the RoPE'd queries.
 __device__ __forceinline__ void load_q(const attn_args &A, int r, int h0, uint4 *qa, uint4 *qb)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
@@ -136,6 +149,27 @@ __device__ __forceinline__ void load_q(const attn_args &A, int r, int h0, uint4 
     for (int c = 0; c < DPW / 32; c++) {
         qa[c] = h0 + g < A.heads ? *(const uint4 *)(base + (i64)g * HD + 32 * c) : zero;
         qb[c] = h0 + g + 8 < A.heads ? *(const uint4 *)(base + (i64)(g + 8) * HD + 32 * c) : zero;
+    }
+    if (!A.q_rope)
+        return;
+    const float pos = (float)A.meta[r].pos;
+#pragma unroll
+    for (int c = 0; c < DPW / 32; c++) {
+        const int d0 = warp * DPW + 32 * c + 8 * q; // the chunk's first dim
+        if (d0 < HD - A.rope_dim)
+            continue;
+        const int j0 = (d0 - (HD - A.rope_dim)) >> 1;
+        float cs[4], sn[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            double sd, cd;
+            sincos((double)__fmul_rn(pos, A.freqs[j0 + j]), &sd, &cd);
+            cs[j] = (float)cd, sn[j] = (float)sd;
+        }
+        qa[c] = make_uint4(rot_pair(qa[c].x, cs[0], sn[0]), rot_pair(qa[c].y, cs[1], sn[1]),
+                           rot_pair(qa[c].z, cs[2], sn[2]), rot_pair(qa[c].w, cs[3], sn[3]));
+        qb[c] = make_uint4(rot_pair(qb[c].x, cs[0], sn[0]), rot_pair(qb[c].y, cs[1], sn[1]),
+                           rot_pair(qb[c].z, cs[2], sn[2]), rot_pair(qb[c].w, cs[3], sn[3]));
     }
 }
 
@@ -506,12 +540,12 @@ DSK_KERNEL void __launch_bounds__(P_MODE == 3 ? MERGE_T : NT, P_MODE == 0 ? 1 : 
                const u16 *__restrict__ kv2, const int *__restrict__ sel, const sparse_attn_row *__restrict__ meta,
                const float *__restrict__ sink, const float *__restrict__ freqs, u16 *__restrict__ out,
                float *__restrict__ ws, int rows, int heads, int ring, int sel_ld, int rope_dim, int max_blocks,
-               float scale)
+               float scale, int q_rope)
 {
     attn_args A;
     A.q = q, A.kv_call = kv_call, A.kv_ring = kv_ring, A.kv2 = kv2, A.sel = sel, A.meta = meta, A.sink = sink;
     A.freqs = freqs, A.out = out, A.ws = ws, A.rows = rows, A.heads = heads, A.ring = ring, A.sel_ld = sel_ld;
-    A.rope_dim = rope_dim, A.max_blocks = max_blocks, A.scale = scale;
+    A.rope_dim = rope_dim, A.max_blocks = max_blocks, A.scale = scale, A.q_rope = q_rope;
 #if P_MODE == 0
     attend_whole(A);
 #elif P_MODE == 1

@@ -355,19 +355,17 @@ static int attention(layer_ctx *L, int l, const gpu_block *g)
     const exl3_dev_linear *ls[3] = {&g->wq_a, &g->wkv, &g->c_wkv};
     int nmat = r->is_kv_source && ratio == 1 ? 3 : 2;
     TRY(op_exl3_grouped(b->k, b->s, ls, nmat, b->xn, c->dim, R, b->qkv, b->qkv_ld, EXL3_OUT_BF16, &b->ws, EXL3_AUTO));
+    /* one launch on the grouped projection's parts: q_norm (in place); the window key (kv_norm, RoPE, FP8);
+     * a ratio-1 kv source's latent, c_norm of the third part. Q's RoPE is the attention's, as it loads q */
     vec_glue_op qn = {.norm_w = g->q_norm, .eps = c->norm_eps, .qdq = KVQ_NONE};
-    TRY(op_vec_glue(b->k, b->s, &qn, b->qkv, b->qkv_ld, b->qkv, b->qkv_ld, R, 1, ql));
-    TRY(op_exl3_matmul(b->k, b->s, &g->wq_b, b->qkv, b->qkv_ld, R, b->q, H * hd, EXL3_OUT_BF16, &b->ws));
-    /* one launch: Q's RoPE; the window key (kv_norm, RoPE, FP8); a ratio-1 kv source's latent, c_norm of the
-     * grouped projection's third part */
-    vec_glue_op qr = {.rope_dim = c->rope_head_dim, .freqs = b->freqs[kind], .pos = DEV(b, rope_pos), .qdq = KVQ_NONE};
     vec_glue_op kvop = {.norm_w = g->kv_norm, .eps = c->norm_eps, .rope_dim = c->rope_head_dim, .freqs = b->freqs[kind],
                         .pos = DEV(b, rope_pos), .qdq = KVQ_FP8_E4M3};
     vec_glue_op cn = {.norm_w = g->c_norm, .eps = c->norm_eps, .qdq = KVQ_NONE};
-    vec_glue_call gc[3] = {{&qr, b->q, H * hd, b->q, H * hd, H, hd},
+    vec_glue_call gc[3] = {{&qn, b->qkv, b->qkv_ld, b->qkv, b->qkv_ld, 1, ql},
                            {&kvop, b->qkv + (CUdeviceptr)ql * 2, b->qkv_ld, b->kv, hd, 1, hd},
                            {&cn, b->qkv + (CUdeviceptr)(ql + hd) * 2, b->qkv_ld, b->lat, hd, 1, hd}};
     TRY(op_vec_glue_multi(b->k, b->s, gc, r->is_kv_source && ratio == 1 ? 3 : 2, R));
+    TRY(op_exl3_matmul(b->k, b->s, &g->wq_b, b->qkv, b->qkv_ld, R, b->q, H * hd, EXL3_OUT_BF16, &b->ws));
     if (r->is_kv_source && compressor(L, l, g))
         return dsk_err_ctx("layer %d: the compressor", l);
     if (r->is_index_source && indexer(L, l, g))
@@ -384,7 +382,7 @@ static int attention(layer_ctx *L, int l, const gpu_block *g)
                            .out = b->o, .ws = b->ws_misc, .ws_bytes = b->ws_misc_bytes, .rows = R, .heads = H,
                            .head_dim = hd, .ring = b->ring,
                            .sel_ld = !stage && ratio > 0 ? b->sel_ld[r->topk_source] : 1,
-                           .rope_dim = c->rope_head_dim,
+                           .rope_dim = c->rope_head_dim, .q_rope = 1,
                            .max_list = c->window_size + (stage ? c->dspark_block_size : ratio > 0 ? c->index_topk : 0)};
     TRY(op_sparse_attn(b->k, b->s, &sa));
     /* grouped wo_a: group gi (of the rank's) on its heads' outputs; then wo_b over the rank's groups: with

@@ -49,6 +49,9 @@ static int check_args(const sparse_attn_args *a, int split)
     if (a->rope_dim < 0 || a->rope_dim % 2 || a->rope_dim > a->head_dim || a->rope_dim > SPARSE_ATTN_MAX_ROPE)
         return dsk_err("sparse_attn: rope_dim %d must be even, at most head_dim %d and %d", a->rope_dim, a->head_dim,
                        SPARSE_ATTN_MAX_ROPE);
+    if (a->q_rope && (a->rope_dim <= 0 || a->rope_dim % 8))
+        return dsk_err("sparse_attn: the queries' RoPE on load needs rope_dim a positive multiple of 8, got %d",
+                       a->rope_dim);
     if (!a->rope_dim != !a->freqs)
         return dsk_err("sparse_attn: rope_dim %d %s", a->rope_dim,
                        a->freqs ? "with frequencies (0 rotates nothing)" : "without frequencies (freqs is 0)");
@@ -107,22 +110,23 @@ int op_sparse_attn_form(const kit *k, CUstream s, const sparse_attn_args *a, int
     float scale = (float)(1.0 / sqrt((double)a->head_dim)); /* fp32(head_dim^-1/2), as the reference */
     CUdeviceptr q = a->q, kc = a->kv_call, kr = a->kv_ring, k2 = a->kv2, sel = a->sel, meta = a->rows_desc;
     CUdeviceptr sink = a->sink, fr = a->freqs, out = a->out, ws = sp ? a->ws : 0;
+    int q_rope = a->q_rope;
     void *args[] = {&q, &kc, &kr, &k2, &sel, &meta, &sink, &fr, &out, &ws, &rows, &heads, &ring, &sel_ld, &rope,
-                    &max_blocks, &scale};
+                    &max_blocks, &scale, &q_rope};
     unsigned groups = (unsigned)groups_of(heads);
     if (!sp) {
         const kit_kernel *kk = variant(k, a->head_dim, SPARSE_ATTN_MODE_WHOLE);
-        return kk ? kit_launch(kk, groups, (unsigned)rows, 1, s, args, 17) : -1;
+        return kk ? kit_launch(kk, groups, (unsigned)rows, 1, s, args, 18) : -1;
     }
     const kit_kernel *k1 = variant(k, a->head_dim, SPARSE_ATTN_MODE_SCORES);
     const kit_kernel *k2v = k1 ? variant(k, a->head_dim, SPARSE_ATTN_MODE_VALUES) : NULL;
     const kit_kernel *k3 = k2v ? variant(k, a->head_dim, SPARSE_ATTN_MODE_MERGE) : NULL;
     if (!k3)
         return -1;
-    if (kit_launch(k1, groups, (unsigned)rows, (unsigned)max_blocks, s, args, 17) ||
-        kit_launch(k2v, groups, (unsigned)rows, (unsigned)max_blocks, s, args, 17))
+    if (kit_launch(k1, groups, (unsigned)rows, (unsigned)max_blocks, s, args, 18) ||
+        kit_launch(k2v, groups, (unsigned)rows, (unsigned)max_blocks, s, args, 18))
         return -1;
-    return kit_launch(k3, groups, (unsigned)rows, (unsigned)(a->head_dim / SPARSE_ATTN_MERGE_DIMS), s, args, 17);
+    return kit_launch(k3, groups, (unsigned)rows, (unsigned)(a->head_dim / SPARSE_ATTN_MERGE_DIMS), s, args, 18);
 }
 
 int op_sparse_attn(const kit *k, CUstream s, const sparse_attn_args *a)

@@ -12,7 +12,7 @@
 
 /* One launch. Every pointer is a device address, 16-byte aligned; bf16 is stored as u16. */
 typedef struct {
-    CUdeviceptr q;       /* bf16 [rows][heads][head_dim]: the queries (RoPE'd) */
+    CUdeviceptr q;       /* bf16 [rows][heads][head_dim]: the queries (RoPE'd, or not with q_rope) */
     CUdeviceptr kv_call; /* bf16 [.][head_dim]: this round's window keys (row = sparse_attn_row.call_row0 + ...) */
     CUdeviceptr kv_ring; /* bf16 [.][head_dim]: the window rings (row = ring_base + p % ring); 0 when no row reads it */
     CUdeviceptr kv2;     /* bf16 [.][head_dim]: the second segment's rows (compressed pool, or this round's keys) */
@@ -28,6 +28,8 @@ typedef struct {
     int sel_ld;          /* i32 per selection row (>= every row's nsel) */
     int rope_dim;        /* 0, or the even count of trailing dims the inverse RoPE rotates at the row's pos (<= 128) */
     int max_list;        /* the longest list any row may have (window + selected); the split form's grid */
+    int q_rope;          /* q comes unrotated: its RoPE (the last rope_dim dims, a multiple of 8, at the row's pos,
+                          * vec_glue's arithmetic) is applied as it is loaded; 0: q is RoPE'd already */
 } sparse_attn_args;
 
 /* Launch with the rule's form (split for few rows, manifest/rules/sparse_attn.c). */

@@ -8,6 +8,7 @@
 #include "runtime/common/numerics.h"
 #include "runtime/common/rng.h"
 #include "runtime/launch/sparse_attn.h"
+#include "runtime/launch/vec_glue.h"
 #include "runtime/ref/rope.h"
 #include "runtime/ref/sparse_attn.h"
 #include "tests/gpu/gpu_check.h"
@@ -278,6 +279,56 @@ static void check_round(gpu_ctx *c, dsk_rng *r, const attn_shape *sh, int rows, 
     free_round(&a);
 }
 
+/* The queries' RoPE on load (q_rope) == vec_glue's RoPE of q first, then the attention: bit for bit, in
+ * both forms (the engine's round takes q unrotated). */
+static void check_q_rope(gpu_ctx *c, dsk_rng *r, const attn_shape *sh, int rows, int nseq, int dspark)
+{
+    attn_round a;
+    make_round(r, sh, rows, nseq, dspark, 1, -1, &a);
+    rows = a.rows;
+    sparse_attn_args g = round_args(sh, &a);
+    a.ws_bytes = op_sparse_attn_ws_bytes_form(&g, 1);
+    a.dws = dev_alloc(a.ws_bytes);
+    size_t n = (size_t)rows * sh->heads * sh->hd;
+    int32_t *pos = xmalloc(sizeof(int32_t) * (size_t)rows);
+    for (int i = 0; i < rows; i++)
+        pos[i] = a.meta[i].pos;
+    CUdeviceptr dpos = dev_upload(pos, sizeof(int32_t) * (size_t)rows), dq2 = dev_alloc(n * 2);
+    vec_glue_op rope = {.rope_dim = sh->rope, .freqs = a.dfreqs, .pos = dpos, .qdq = KVQ_NONE};
+    must(op_vec_glue(c->k, c->s, &rope, a.dq, sh->heads * sh->hd, dq2, sh->heads * sh->hd, rows, sh->heads, sh->hd),
+         "vec_glue RoPE of q");
+    dev_sync(c);
+    uint16_t *pre = xmalloc(n * 2), *load = xmalloc(n * 2);
+    int differ = 0, guards = 1;
+    for (int split = 0; split < 2; split++) {
+        CUdeviceptr raw = a.dq;
+        a.dq = dq2;
+        guards &= run_form(c, sh, &a, split, pre);
+        a.dq = raw;
+        size_t bytes = n * 2;
+        dev_memset(a.dout, 0xff, bytes);
+        dev_memset(a.dout + bytes, 0xa5, GUARD);
+        sparse_attn_args q1 = round_args(sh, &a);
+        q1.q_rope = 1;
+        must(op_sparse_attn_form(c->k, c->s, &q1, split), "sparse_attn, q RoPE on load");
+        dev_sync(c);
+        dev_download(load, a.dout, bytes);
+        guards &= guard_intact(a.dout, bytes);
+        for (size_t i = 0; i < n; i++)
+            differ += pre[i] != load[i];
+    }
+    char shape[96];
+    snprintf(shape, sizeof shape, "%s%s rows %d, q RoPE on load", sh->name, dspark ? " dspark" : "", rows);
+    check(c, differ == 0 && guards, "sparse_attn", shape,
+          "%d outputs differ from RoPE'd q (whole and split forms), guard: %s", differ, guards ? "intact" : "OVERWRITTEN");
+    dev_free(dpos);
+    dev_free(dq2);
+    free(pos);
+    free(pre);
+    free(load);
+    free_round(&a);
+}
+
 /* Bad arguments: each refused with a message naming the family, before any launch. */
 static void check_refusals(gpu_ctx *c, dsk_rng *r, const attn_shape *sh)
 {
@@ -286,7 +337,7 @@ static void check_refusals(gpu_ctx *c, dsk_rng *r, const attn_shape *sh)
     struct {
         const char *what, *expect;
         sparse_attn_args g;
-    } bad[8];
+    } bad[9];
     int nb = 0;
     sparse_attn_args g0 = round_args(sh, &a);
     g0.ws_bytes = op_sparse_attn_ws_bytes_form(&g0, 1);
@@ -302,6 +353,8 @@ static void check_refusals(gpu_ctx *c, dsk_rng *r, const attn_shape *sh)
     bad[nb++].g.ws_bytes = g0.ws_bytes - 1;
     bad[nb].what = "ring 0", bad[nb].expect = "ring", bad[nb].g = g0, bad[nb++].g.ring = 0;
     bad[nb].what = "rows 70000", bad[nb].expect = "rows", bad[nb].g = g0, bad[nb++].g.rows = 70000;
+    bad[nb].what = "q RoPE without rope_dim", bad[nb].expect = "multiple of 8", bad[nb].g = g0, bad[nb].g.rope_dim = 0,
+    bad[nb].g.freqs = 0, bad[nb++].g.q_rope = 1;
     for (int i = 0; i < nb; i++) {
         int rc = op_sparse_attn_form(c->k, c->s, &bad[i].g, 1);
         const char *msg = dsk_err_msg();
@@ -341,6 +394,9 @@ void test_sparse_attn(gpu_ctx *c)
             check_round(c, &r, sh, 15, 3, 1, 1, -1); /* three sequences' blocks */
             check_round(c, &r, sh, 15, 3, 1, 0, -1);
         }
+        check_q_rope(c, &r, sh, 1, 1, 0);
+        check_q_rope(c, &r, sh, small ? 2 : 16, small ? 2 : 4, 0);
+        check_q_rope(c, &r, sh, 5, 1, 1);
         check_refusals(c, &r, sh);
     }
 }

@@ -72,10 +72,9 @@ static void sweep_glue(sweep *s, const model_config *c)
     rule_variant v;
     for (int L = 0; L < c->n_all_layers; L++) {
         const layer_role *r = &c->roles[L];
-        expect_vec_glue(s, "Q RoPE + window keys (+ ratio-1 latent norm), one launch", c->head_dim, RULE_VEC_GLUE_MIXED);
+        expect_vec_glue(s, "q_norm + window keys (+ ratio-1 latent norm), one launch",
+                        c->q_lora_rank > c->head_dim ? c->q_lora_rank : c->head_dim, RULE_VEC_GLUE_MIXED);
         expect_vec_glue(s, "DSpark main KV", c->head_dim, KVQ_FP8_E4M3);
-        expect_vec_glue(s, "q_norm", c->q_lora_rank, KVQ_NONE);
-        expect_vec_glue(s, "o inverse RoPE", c->head_dim, KVQ_NONE);
         rule_rows_copy_pick(&v);
         expect(s, "window ring write", v.family, v.params, L);
         if (r->is_kv_source) {
