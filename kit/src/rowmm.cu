@@ -1,4 +1,4 @@
-// Row matmul for up to 16 rows on tensor cores: y[r][n] = sum_k x[r][k] * w[n][k], bf16 in, fp32 out
+// Row matmul, 16 rows per CTA row at most, on tensor cores: y[r][n] = sum_k x[r][k] * w[n][k], bf16 in, fp32 out
 // (router 5120->384, indexer weights 5120->32). A block owns 8 output columns; its KSPLIT warps split
 // K into fixed ranges, each runs mma.m16n8k16 (bf16, fp32 accumulate) over its range, and warp 0 adds
 // the partial tiles in warp order. Rows only decide which A registers are loaded (the rest are zero),
@@ -22,6 +22,11 @@ __device__ __forceinline__ float rowmm_out(float v, float scale)
 DSK_KERNEL void __launch_bounds__(KSPLIT * 32) DSK_SYMBOL(const u16 *__restrict__ x, const u16 *__restrict__ w,
                                                           float *__restrict__ y, int rows, int K, int N, float scale)
 {
+    /* grid y: chunks of P_M rows (more than 16 rows run the M = 16 variant over several chunks) */
+    const int r0 = blockIdx.y * P_M;
+    x += (i64)r0 * K;
+    y += (i64)r0 * N;
+    rows -= r0;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, q = lane & 3;
     const int n0 = blockIdx.x * 8;

@@ -117,6 +117,14 @@ static int up_raw_part(binder *b, const char *name, st_dtype dt, size_t off, siz
     return b->dry || *out ? 0 : dsk_err_ctx("tensor %s", name);
 }
 
+/* Element i of an fp32 tensor as stored (a file's tensors need not be 4-byte aligned: copied, not loaded). */
+static float f32_at(const st_tensor *t, size_t i)
+{
+    float v;
+    memcpy(&v, (const char *)t->data + 4 * i, sizeof v);
+    return v;
+}
+
 /* An EXL3 linear: trellis, suh, svh, bias (widened to fp32) and, with_desc, its descriptor (experts
  * need none: their table holds them). Only input rows [k0, k1) and output columns [c0, c1) (multiples of
  * 128: the Hadamard transforms work per 128 inputs and per 128 outputs) become the linear, their trellis
@@ -311,11 +319,11 @@ static int bind_block(binder *b, int l, gpu_block *g)
             if (qw->dtype == ST_BF16)
                 a = bf16_to_f32(((const uint16_t *)qw->data)[i]);
             else
-                a = bf16_round(((const float *)qw->data)[i]);
+                a = bf16_round(f32_at(qw, i));
             if (kw->dtype == ST_BF16)
                 k = bf16_to_f32(((const uint16_t *)kw->data)[i]);
             else
-                k = bf16_round(((const float *)kw->data)[i]);
+                k = bf16_round(f32_at(kw, i));
             prod[i] = a * k;
         }
         g->eg_w = put(b, prod, sizeof(float) * n);
@@ -330,8 +338,17 @@ static int bind_block(binder *b, int l, gpu_block *g)
             const st_tensor *mt = tensor(b, NAME("%sengram.multipliers", p), ST_I64, ST_I64);
             if (!mt)
                 return -1;
-            for (int k = 0; k < c->engram_max_ngram_size; k++)
-                b->w->engram.mult[r->engram][k] = ((const int64_t *)mt->data)[k];
+            if (mt->nbytes < sizeof(int64_t) * (size_t)c->engram_max_ngram_size)
+                return dsk_err("tensor %s holds %zu bytes, %d multipliers (int64) expected", b->nm, mt->nbytes,
+                               c->engram_max_ngram_size);
+            /* the file's data need not be 8-byte aligned: copied out, not loaded in place */
+            for (int k = 0; k < c->engram_max_ngram_size; k++) {
+                int64_t v;
+                memcpy(&v, (const char *)mt->data + sizeof v * (size_t)k, sizeof v);
+                if (v <= 0 || !(v & 1))
+                    return dsk_err("tensor %s: entry %d = %lld is not a positive odd number", b->nm, k, (long long)v);
+                b->w->engram.mult[r->engram][k] = v;
+            }
         }
     }
     return 0;
@@ -382,7 +399,7 @@ static int up_f32_wide(binder *b, const char *name, int64_t n, CUdeviceptr *out)
     if (!h)
         return -1;
     for (int64_t i = 0; i < n; i++)
-        h[i] = t->dtype == ST_F32 ? ((const float *)t->data)[i] : bf16_to_f32(((const uint16_t *)t->data)[i]);
+        h[i] = t->dtype == ST_F32 ? f32_at(t, (size_t)i) : bf16_to_f32(((const uint16_t *)t->data)[i]);
     *out = put(b, h, (size_t)n * 4);
     free(h);
     return *out ? 0 : dsk_err_ctx("tensor %s", name);

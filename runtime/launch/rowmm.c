@@ -10,14 +10,17 @@ static int rowmm(const kit *k, CUstream s, CUdeviceptr x, CUdeviceptr w, CUdevic
 {
     if (K % 32 || K <= 0 || N <= 0)
         return dsk_err("rowmm_bf16: K %d must be a positive multiple of 32, N %d positive", K, N);
-    for (int r0 = 0; r0 < rows; r0 += 16) {
-        int r = rows - r0 < 16 ? rows - r0 : 16;
-        const kit_kernel *kk = kit_findf(k, "rowmm_bf16", "M=%d", rule_rowmm_bucket(r));
+    /* one launch: grid y takes chunks of M rows (M the bucket of the rows, 16 past 16 rows); slabs of at most
+     * 65535 chunks (the grid's y limit) */
+    const int64_t slab = (int64_t)65535 * 16;
+    for (int64_t r0 = 0; r0 < rows; r0 += slab) {
+        int r = (int)(rows - r0 < slab ? rows - r0 : slab), M = rule_rowmm_bucket(r < 16 ? r : 16);
+        const kit_kernel *kk = kit_findf(k, "rowmm_bf16", "M=%d", M);
         if (!kk)
             return -1;
         CUdeviceptr xs = x + (CUdeviceptr)r0 * (CUdeviceptr)K * 2, ys = y + (CUdeviceptr)r0 * (CUdeviceptr)N * 4;
         void *args[] = {&xs, &w, &ys, &r, &K, &N, &scale};
-        if (kit_launch(kk, (unsigned)((N + 7) / 8), 1, 1, s, args, 7))
+        if (kit_launch(kk, (unsigned)((N + 7) / 8), (unsigned)((r + M - 1) / M), 1, s, args, 7))
             return -1;
     }
     return 0;

@@ -486,7 +486,6 @@ void test_engine(gpu_ctx *c)
     ops->seq_close(impl, 0);
     ops->close(impl);
     cpu_seq_free(s);
-    cpu_model_free(m);
     for (int call = 0; call < calls; call++)
         for (int l = 0; l < cfg->n_layers; l++) {
             free(rec.in[call][l]);
@@ -501,6 +500,7 @@ void test_engine(gpu_ctx *c)
             free(rec.cn[call][l]);
             free(rec.cmargin[call][l]);
         }
+    cpu_model_free(m); /* cfg is the model's: after the loop that reads it */
     free(cpu_logits);
     free(gpu_logits);
     free(valid);
