@@ -12,6 +12,7 @@
 #define MHC_MIX_MAX_ROWS_CTA 64 // rows one CTA of the partial step stages in shared memory
 #define MHC_MIX_SLAB 1024       // rows per launch: the workspace holds one slab
 #define MHC_MIX_NCHUNK(K) (((K) + MHC_MIX_CHUNK - 1) / MHC_MIX_CHUNK)
+#define MHC_MIX_THREADS 256 // threads per CTA (8 warps); the fused hc_pre's rows take this many
 // arrival counters (u32, zero at rest) a launch needs: one per row block of a slab
 #define MHC_MIX_COUNTERS MHC_MIX_SLAB
 // workspace bytes for a slab of `rows` rows of K inputs

@@ -18,6 +18,7 @@
 #include "mhc_abi.cuh"
 
 #define HC P_HC
+#include "mhc_pre.cuh"
 #define M ((2 + HC) * HC)
 #define WARPS 8
 #define FULL 0xffffffffu
@@ -176,27 +177,43 @@ __device__ __forceinline__ void fold_row(const float *p, float *__restrict__ coe
         coef[lane] = in ? cv : v;
 }
 
+// px != 0: an hc_pre shares the launch (mhc_pre.cuh's rows, by WARPS * 32 = 256 threads: what the
+// mhc_pre kernel runs for rows whose rmsnorm rule gives 256), CTAs x = nchunk + i of row block y doing row
+// y·rpc + i; it reads px, pw (never what this launch writes), so the two are independent.
+static_assert(MHC_PRE_MAX_D / 8 <= SMEM_VEC, "mhc_mix: the fused hc_pre's row buffer is the partials' staging");
+static_assert(WARPS * 32 == MHC_MIX_THREADS, "mhc_mix: the launcher's thread count");
+
 DSK_KERNEL void __launch_bounds__(WARPS * 32)
     DSK_SYMBOL(const u16 *__restrict__ x, const float *__restrict__ fn, const float *__restrict__ base,
                const float *__restrict__ scale, float *ws, float *__restrict__ coef, u32 *cnt, int rows, int d,
-               int rpc, float norm_eps, float hc_eps, int iters)
+               int rpc, float norm_eps, float hc_eps, int iters, const u16 *__restrict__ px,
+               const float *__restrict__ pw, int pw_stride, const u16 *__restrict__ pg, float peps,
+               u16 *__restrict__ pout, u16 *__restrict__ praw)
 {
     __shared__ uint4 smem[SMEM_VEC];
     __shared__ int s_last;
-    const int K = HC * d;
+    const int K = HC * d, nchunk = MHC_MIX_NCHUNK(K);
+    if ((int)blockIdx.x >= nchunk) { /* the fused hc_pre */
+        const int row = (int)blockIdx.y * rpc + ((int)blockIdx.x - nchunk);
+        mix_pdl_wait();
+        mix_pdl_launch_next();
+        if (row < rows)
+            pre_row<WARPS * 32>(px, pw, pw_stride, pg, peps, pout, praw, row, d, smem);
+        return;
+    }
     mix_partials(smem, x, fn, ws, rows, K, rpc);
     /* the last CTA of the row block to arrive folds its rows */
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0)
-        s_last = atomicAdd(cnt + blockIdx.y, 1u) == gridDim.x - 1;
+        s_last = atomicAdd(cnt + blockIdx.y, 1u) == (u32)nchunk - 1;
     __syncthreads();
     if (!s_last)
         return;
     __threadfence();
     if (threadIdx.x == 0)
         cnt[blockIdx.y] = 0; /* every chunk is in: reset for the next launch */
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nchunk = MHC_MIX_NCHUNK(K);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const float a0 = scale[0], a1 = scale[1], a2 = scale[2], b = lane < M ? base[lane] : 0.0f;
     const int r0 = blockIdx.y * rpc, nr = min(rpc, rows - r0);
     for (int rr = warp; rr < nr; rr += WARPS)

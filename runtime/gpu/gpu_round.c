@@ -458,10 +458,11 @@ int gpu_layer(layer_ctx *L, int l)
         CU_TRY(cu.cuStreamSynchronize(b->s));
         b->hook(b->hook_ctx, l, GPU_HOOK_BLOCK_IN, b->X, L->pi, L->pi_stride, R);
     }
-    /* attention sublayer: its coefficients from X, its input from X and the previous block's π */
-    TRY(op_mhc_mix(b->k, b->s, &md, b->X, g->hc_fn[0], g->hc_base[0], g->hc_scale[0], b->coef, R, b->ws_misc, mws,
-                   b->mix_cnt));
-    TRY(op_mhc_pre(b->k, b->s, b->X, L->pi, L->pi_stride, g->attn_norm, c->norm_eps, b->xn, 0, R, hc, d));
+    /* attention sublayer: its coefficients from X, its input from X and the previous block's π (one launch
+     * at the release's width) */
+    mhc_pre_call ap = {b->X, L->pi, L->pi_stride, g->attn_norm, c->norm_eps, b->xn, 0};
+    TRY(op_mhc_mix_pre(b->k, b->s, &md, b->X, g->hc_fn[0], g->hc_base[0], g->hc_scale[0], b->coef, R, b->ws_misc, mws,
+                       b->mix_cnt, &ap));
     if (attention(L, l, g))
         return dsk_err_ctx("layer %d: attention", l);
     if (b->xchg->tp > 1)
@@ -473,9 +474,9 @@ int gpu_layer(layer_ctx *L, int l)
         b->hook(b->hook_ctx, l, GPU_HOOK_ATTN_OUT, b->X2, 0, 0, R);
     }
     /* FFN sublayer: single pass, its input uses the attention's pre (model.md §3.4) */
-    TRY(op_mhc_mix(b->k, b->s, &md, b->X2, g->hc_fn[1], g->hc_base[1], g->hc_scale[1], b->coef2, R, b->ws_misc, mws,
-                   b->mix_cnt));
-    TRY(op_mhc_pre(b->k, b->s, b->X2, b->coef, ncoef, g->ffn_norm, c->norm_eps, b->xn, 0, R, hc, d));
+    mhc_pre_call fp = {b->X2, b->coef, ncoef, g->ffn_norm, c->norm_eps, b->xn, 0};
+    TRY(op_mhc_mix_pre(b->k, b->s, &md, b->X2, g->hc_fn[1], g->hc_base[1], g->hc_scale[1], b->coef2, R, b->ws_misc,
+                       mws, b->mix_cnt, &fp));
     if (moe(L, g, l))
         return dsk_err_ctx("layer %d: MoE", l);
     TRY(op_mhc_post_f32(b->k, b->s, b->y32, b->X2, b->coef2, b->X, R, hc, d));

@@ -40,8 +40,12 @@ size_t op_mhc_mix_ws_bytes(int rows, int hc, int d)
     return slab > 0 ? MHC_MIX_WS_BYTES(slab, hc * d) : 0;
 }
 
-int op_mhc_mix(const kit *k, CUstream s, const mhc_dims *m, CUdeviceptr x, CUdeviceptr fn, CUdeviceptr base,
-               CUdeviceptr scale, CUdeviceptr coef, int rows, CUdeviceptr ws, size_t ws_bytes, CUdeviceptr counters)
+static int check_pre(const mhc_pre_call *p, int rows, int hc, int d);
+
+/* The mix, with pre (not NULL, already checked) in its launch as extra CTAs. */
+static int mix(const kit *k, CUstream s, const mhc_dims *m, CUdeviceptr x, CUdeviceptr fn, CUdeviceptr base,
+               CUdeviceptr scale, CUdeviceptr coef, int rows, CUdeviceptr ws, size_t ws_bytes, CUdeviceptr counters,
+               const mhc_pre_call *pre)
 {
     if (!m)
         return dsk_err("mhc_mix: no dimensions given");
@@ -82,34 +86,83 @@ int op_mhc_mix(const kit *k, CUstream s, const mhc_dims *m, CUdeviceptr x, CUdev
         int n = rows - r0 < MHC_MIX_SLAB ? rows - r0 : MHC_MIX_SLAB;
         int rpc = rule_mhc_mix_rows_per_cta(n);
         CUdeviceptr xs = x + (CUdeviceptr)r0 * (CUdeviceptr)K * 2, cs = coef + (CUdeviceptr)r0 * (CUdeviceptr)M * 4;
-        void *args[] = {&xs, &fn, &base, &scale, &ws, &cs, &counters, &n, &d, &rpc, &norm_eps, &hc_eps, &iters};
-        if (kit_launch(kk, nchunk, (unsigned)((n + rpc - 1) / rpc), 1, s, args, 13))
+        /* the fused hc_pre's slab of rows (px 0: none) */
+        mhc_pre_call p = {0};
+        if (pre) {
+            p = *pre;
+            p.x += (CUdeviceptr)r0 * (CUdeviceptr)K * 2;
+            p.w += (CUdeviceptr)r0 * (CUdeviceptr)p.w_stride * 4;
+            p.out += (CUdeviceptr)r0 * (CUdeviceptr)d * 2;
+            p.y_raw = p.y_raw ? p.y_raw + (CUdeviceptr)r0 * (CUdeviceptr)d * 2 : 0;
+        }
+        void *args[] = {&xs,      &fn,  &base, &scale, &ws,  &cs,      &counters, &n,       &d,   &rpc,
+                        &norm_eps, &hc_eps, &iters, &p.x, &p.w, &p.w_stride, &p.norm_w, &p.eps, &p.out, &p.y_raw};
+        if (kit_launch(kk, nchunk + (pre ? (unsigned)rpc : 0), (unsigned)((n + rpc - 1) / rpc), 1, s, args, 20))
             return dsk_err_ctx("mhc_mix %s: rows %d..%d", v.params, r0, r0 + n - 1);
     }
+    return 0;
+}
+
+int op_mhc_mix(const kit *k, CUstream s, const mhc_dims *m, CUdeviceptr x, CUdeviceptr fn, CUdeviceptr base,
+               CUdeviceptr scale, CUdeviceptr coef, int rows, CUdeviceptr ws, size_t ws_bytes, CUdeviceptr counters)
+{
+    return mix(k, s, m, x, fn, base, scale, coef, rows, ws, ws_bytes, counters, NULL);
+}
+
+int op_mhc_mix_pre(const kit *k, CUstream s, const mhc_dims *m, CUdeviceptr x, CUdeviceptr fn, CUdeviceptr base,
+                   CUdeviceptr scale, CUdeviceptr coef, int rows, CUdeviceptr ws, size_t ws_bytes, CUdeviceptr counters,
+                   const mhc_pre_call *pre)
+{
+    if (!m || !pre)
+        return dsk_err("mhc_mix: no dimensions or no hc_pre given");
+    if (check_pre(pre, rows, m->hc, m->d))
+        return -1;
+    int M = (2 + m->hc) * m->hc;
+    if (overlaps(pre->w, (size_t)rows * (size_t)pre->w_stride * 4, coef, (size_t)rows * M * 4) ||
+        overlaps(pre->out, (size_t)rows * m->d * 2, coef, (size_t)rows * M * 4) ||
+        overlaps(pre->out, (size_t)rows * m->d * 2, x, (size_t)rows * m->hc * m->d * 2))
+        return dsk_err("mhc_mix: the hc_pre of its launch reads the coefficients it writes, or writes what it reads");
+    /* one launch when the pre's rows take the mix's 256 threads (its rmsnorm rule's for d), else two */
+    if (rule_mhc_pre_threads(m->d) != MHC_MIX_THREADS)
+        return op_mhc_mix(k, s, m, x, fn, base, scale, coef, rows, ws, ws_bytes, counters) ||
+                       op_mhc_pre(k, s, pre->x, pre->w, pre->w_stride, pre->norm_w, pre->eps, pre->out, pre->y_raw,
+                                  rows, m->hc, m->d)
+                   ? -1
+                   : 0;
+    return mix(k, s, m, x, fn, base, scale, coef, rows, ws, ws_bytes, counters, pre);
+}
+
+/* op_mhc_pre's checks. */
+static int check_pre(const mhc_pre_call *p, int rows, int hc, int d)
+{
+    if (check_width("mhc_pre", hc, d, rows))
+        return -1;
+    if (p->w_stride < hc)
+        return dsk_err("mhc_pre: weight row stride %d is shorter than the %d streams", p->w_stride, hc);
+    if (check_ptr("mhc_pre", "x", p->x) || check_ptr("mhc_pre", "w", p->w) || check_ptr("mhc_pre", "out", p->out))
+        return -1;
+    if (p->norm_w) {
+        if (check_ptr("mhc_pre", "the norm weight", p->norm_w) || (p->y_raw && check_ptr("mhc_pre", "y_raw", p->y_raw)))
+            return -1;
+        if (d > MHC_PRE_MAX_D)
+            return dsk_err("mhc_pre: the fused RMSNorm holds rows of at most %d, got %d", MHC_PRE_MAX_D, d);
+        if (!(p->eps >= 0.0f))
+            return dsk_err("mhc_pre: RMSNorm epsilon %g must be >= 0", p->eps);
+    } else if (p->y_raw)
+        return dsk_err("mhc_pre: y_raw is written only with a norm weight (without one, out is y)");
+    size_t xb = (size_t)rows * hc * d * 2, yb = (size_t)rows * d * 2;
+    if (overlaps(p->out, yb, p->x, xb) ||
+        (p->y_raw && (overlaps(p->y_raw, yb, p->x, xb) || overlaps(p->y_raw, yb, p->out, yb))))
+        return dsk_err("mhc_pre: the outputs overlap x or each other");
     return 0;
 }
 
 int op_mhc_pre(const kit *k, CUstream s, CUdeviceptr x, CUdeviceptr w, int w_stride, CUdeviceptr norm_w, float eps,
                CUdeviceptr out, CUdeviceptr y_raw, int rows, int hc, int d)
 {
-    if (check_width("mhc_pre", hc, d, rows))
+    mhc_pre_call p = {x, w, w_stride, norm_w, eps, out, y_raw};
+    if (check_pre(&p, rows, hc, d))
         return -1;
-    if (w_stride < hc)
-        return dsk_err("mhc_pre: weight row stride %d is shorter than the %d streams", w_stride, hc);
-    if (check_ptr("mhc_pre", "x", x) || check_ptr("mhc_pre", "w", w) || check_ptr("mhc_pre", "out", out))
-        return -1;
-    if (norm_w) {
-        if (check_ptr("mhc_pre", "the norm weight", norm_w) || (y_raw && check_ptr("mhc_pre", "y_raw", y_raw)))
-            return -1;
-        if (d > MHC_PRE_MAX_D)
-            return dsk_err("mhc_pre: the fused RMSNorm holds rows of at most %d, got %d", MHC_PRE_MAX_D, d);
-        if (!(eps >= 0.0f))
-            return dsk_err("mhc_pre: RMSNorm epsilon %g must be >= 0", eps);
-    } else if (y_raw)
-        return dsk_err("mhc_pre: y_raw is written only with a norm weight (without one, out is y)");
-    size_t xb = (size_t)rows * hc * d * 2, yb = (size_t)rows * d * 2;
-    if (overlaps(out, yb, x, xb) || (y_raw && (overlaps(y_raw, yb, x, xb) || overlaps(y_raw, yb, out, yb))))
-        return dsk_err("mhc_pre: the outputs overlap x or each other");
     if (rows == 0)
         return 0;
     rule_variant v;

@@ -29,6 +29,22 @@ size_t op_mhc_mix_ws_bytes(int rows, int hc, int d);
  * device memory of its own, zero at rest (each launch leaves them zero; one stream at a time). */
 int op_mhc_mix(const kit *k, CUstream s, const mhc_dims *m, CUdeviceptr x, CUdeviceptr fn, CUdeviceptr base,
                CUdeviceptr scale, CUdeviceptr coef, int rows, CUdeviceptr ws, size_t ws_bytes, CUdeviceptr counters);
+/* One hc_pre's arguments (op_mhc_pre's, but the shape). */
+typedef struct {
+    CUdeviceptr x, w;
+    int w_stride;
+    CUdeviceptr norm_w;
+    float eps;
+    CUdeviceptr out, y_raw;
+} mhc_pre_call;
+
+/* op_mhc_mix and op_mhc_pre (same rows, hc and d) in one launch where the pre's rows take the mix's
+ * MHC_MIX_THREADS threads (rule_mhc_pre_threads(d): the release's width), else as the two launches; the
+ * same bits either way. The pre may not read the coefficients this mix writes (a sublayer's pre reads the
+ * block's π or the attention's coefficients, never its own) nor write what the mix reads. */
+int op_mhc_mix_pre(const kit *k, CUstream s, const mhc_dims *m, CUdeviceptr x, CUdeviceptr fn, CUdeviceptr base,
+                   CUdeviceptr scale, CUdeviceptr coef, int rows, CUdeviceptr ws, size_t ws_bytes, CUdeviceptr counters,
+                   const mhc_pre_call *pre);
 /* y[r] = bf16(Σ_i w[r·w_stride + i]·x[r][i]) (w fp32: π with stride hc, or coefficient rows with stride
  * 2hc + hc²). norm_w == 0: out = y. Else out = RMSNorm(y, eps)·norm_w (bf16 [d] weight; d <= MHC_PRE_MAX_D)
  * and y_raw (when not 0) = y. out and y_raw [rows][d] must not overlap x or each other. */

@@ -7,6 +7,7 @@
  * Every case: real and tiny widths, rows 1, 2, 7, 16, 64 and a prompt-sized count, each row of a launch
  * equal to the row launched alone, no write outside the outputs, bad arguments refused. */
 #include "kit/src/mhc_abi.cuh"
+#include "manifest/rules/rules.h"
 #include "runtime/common/error.h"
 #include "runtime/common/numerics.h"
 #include "runtime/common/rng.h"
@@ -61,6 +62,72 @@ static double max_abs_diff(const float *a, const float *b, size_t n)
     for (size_t i = 0; i < n; i++)
         m = fabs((double)a[i] - b[i]) > m ? fabs((double)a[i] - b[i]) : m;
     return m;
+}
+
+/* op_mhc_mix_pre == op_mhc_mix then op_mhc_pre, bit for bit (coefficients and the pre's normed rows and
+ * y_raw): one launch at widths whose rmsnorm rule takes 256 threads (the release's 5120), two elsewhere;
+ * the counters left zero. */
+static void check_mix_pre(gpu_ctx *c, dsk_rng *r, int d, int R)
+{
+    int K = HC * d;
+    mhc_dims md = {HC, d, 20, 1e-20f, 1e-6f};
+    float *fn = xmalloc((size_t)M * K * 4), base[M], scale[3], *pi = xmalloc((size_t)R * M * 4);
+    for (size_t i = 0; i < (size_t)M * K; i++)
+        fn[i] = dsk_rng_normal(r) * 1.4142f / sqrtf((float)K);
+    for (int s = 0; s < M; s++)
+        base[s] = dsk_rng_normal(r);
+    for (int s = 0; s < 3; s++)
+        scale[s] = 0.5f + dsk_rng_f32(r);
+    fill_coef(r, pi, R);
+    uint16_t *x = xmalloc((size_t)R * K * 2), *g = xmalloc((size_t)d * 2), *x2 = xmalloc((size_t)R * K * 2);
+    fill_bf16(r, x, R, K, 1.0f);
+    fill_bf16(r, x2, R, K, 1.0f);
+    fill_bf16(r, g, 1, d, 1.0f);
+    size_t wsb = op_mhc_mix_ws_bytes(R, HC, d), cb = (size_t)R * M * 4, yb = (size_t)R * d * 2;
+    uint32_t *zeros = calloc(MHC_MIX_COUNTERS, 4), *cnt = xmalloc(MHC_MIX_COUNTERS * 4);
+    CUdeviceptr dfn = dev_upload(fn, (size_t)M * K * 4), dbase = dev_upload(base, sizeof base),
+                dscale = dev_upload(scale, sizeof scale), dx = dev_upload(x, (size_t)R * K * 2),
+                dx2 = dev_upload(x2, (size_t)R * K * 2), dpi = dev_upload(pi, cb), dg = dev_upload(g, (size_t)d * 2),
+                dws = dev_alloc(wsb), dcnt = dev_upload(zeros, MHC_MIX_COUNTERS * 4), dc[2], dout[2], draw[2];
+    for (int i = 0; i < 2; i++) {
+        dc[i] = dev_alloc(cb);
+        dout[i] = dev_alloc(yb);
+        draw[i] = dev_alloc(yb);
+        dev_memset(dout[i], 0xff, yb);
+    }
+    /* the pre on the other streams (x2) with π = pi, as a sublayer's pre reads another's coefficients */
+    must(op_mhc_mix(c->k, c->s, &md, dx, dfn, dbase, dscale, dc[0], R, dws, wsb, dcnt), "mhc_mix");
+    must(op_mhc_pre(c->k, c->s, dx2, dpi, M, dg, 1e-6f, dout[0], draw[0], R, HC, d), "mhc_pre");
+    mhc_pre_call p = {dx2, dpi, M, dg, 1e-6f, dout[1], draw[1]};
+    must(op_mhc_mix_pre(c->k, c->s, &md, dx, dfn, dbase, dscale, dc[1], R, dws, wsb, dcnt, &p), "mhc_mix_pre");
+    dev_sync(c);
+    float *c0 = xmalloc(cb), *c1 = xmalloc(cb);
+    uint16_t *o0 = xmalloc(yb), *o1 = xmalloc(yb), *w0 = xmalloc(yb), *w1 = xmalloc(yb);
+    dev_download(c0, dc[0], cb);
+    dev_download(c1, dc[1], cb);
+    dev_download(o0, dout[0], yb);
+    dev_download(o1, dout[1], yb);
+    dev_download(w0, draw[0], yb);
+    dev_download(w1, draw[1], yb);
+    dev_download(cnt, dcnt, MHC_MIX_COUNTERS * 4);
+    int left = 0;
+    for (int i = 0; i < MHC_MIX_COUNTERS; i++)
+        left += cnt[i] != 0;
+    int same = !memcmp(c0, c1, cb) && !memcmp(o0, o1, yb) && !memcmp(w0, w1, yb);
+    char shape[64];
+    snprintf(shape, sizeof shape, "rows %d, hc %d x %d, with hc_pre (%s)", R, HC, d,
+             rule_mhc_pre_threads(d) == MHC_MIX_THREADS ? "one launch" : "two launches");
+    check(c, same && !left, "mhc_mix", shape, "== mix then pre: %s, counters not zero: %d", same ? "yes" : "NO", left);
+    /* a pre that reads the coefficients this mix writes is refused */
+    mhc_pre_call bad = {dx2, dc[1], M, dg, 1e-6f, dout[1], 0};
+    refused(c, "mhc_mix", "an hc_pre reading the mix's coefficients",
+            op_mhc_mix_pre(c->k, c->s, &md, dx, dfn, dbase, dscale, dc[1], R, dws, wsb, dcnt, &bad));
+    CUdeviceptr all[] = {dfn, dbase, dscale, dx, dx2, dpi, dg, dws, dcnt, dc[0], dc[1], dout[0], dout[1], draw[0],
+                         draw[1]};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        dev_free(all[i]);
+    free(fn), free(pi), free(x), free(x2), free(g), free(zeros), free(cnt);
+    free(c0), free(c1), free(o0), free(o1), free(w0), free(w1);
 }
 
 void test_mhc_mix(gpu_ctx *c)
@@ -179,6 +246,11 @@ void test_mhc_mix(gpu_ctx *c)
         free(x);
         free(coef);
         free(ref);
+    }
+    const int mp_rows[] = {1, 16, 64, 300};
+    for (int i = 0; i < 4; i++) {
+        check_mix_pre(c, &r, 5120, mp_rows[i]);
+        check_mix_pre(c, &r, 128, mp_rows[i]);
     }
 }
 
