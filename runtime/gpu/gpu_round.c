@@ -545,41 +545,46 @@ static int head(gpu_backend *b, const round_shape *sh)
 /* The EXL3 launchers' arrival counters are zero at rest: each launch's last CTA leaves them so. After a
  * failed round (a launch that faulted or never ran to its end) they are cleared; with DSKIT_CHECK_COUNTERS=1
  * every round proves them zero (docs/engine.md). */
+/* The round's arrival counters, each set zero at rest: the EXL3 launchers' (the first EXL3_WS_COUNTER_BYTES of
+ * their workspace) and mhc_mix's. */
+static int counter_sets(const gpu_backend *b, CUdeviceptr *ptr, size_t *n, const char **what)
+{
+    ptr[0] = b->ws.ptr, n[0] = EXL3_WS_COUNTER_BYTES / 4, what[0] = "EXL3";
+    ptr[1] = b->mix_cnt, n[1] = MHC_MIX_COUNTERS, what[1] = "mhc_mix";
+    return 2;
+}
+
 void gpu_counters_reset(gpu_backend *b)
 {
-    if (b->ws.ptr && (cu.cuMemsetD32Async(b->ws.ptr, 0, EXL3_WS_COUNTER_BYTES / 4, b->s) != CUDA_SUCCESS ||
-                      cu.cuStreamSynchronize(b->s) != CUDA_SUCCESS))
-        fprintf(stderr, "gpu: clearing the EXL3 arrival counters after a failed round failed too\n");
-    if (b->mix_cnt && (cu.cuMemsetD32Async(b->mix_cnt, 0, MHC_MIX_COUNTERS, b->s) != CUDA_SUCCESS ||
-                       cu.cuStreamSynchronize(b->s) != CUDA_SUCCESS))
-        fprintf(stderr, "gpu: clearing the mhc_mix arrival counters after a failed round failed too\n");
+    CUdeviceptr p[2];
+    size_t n[2];
+    const char *what[2];
+    for (int i = 0, sets = counter_sets(b, p, n, what); i < sets; i++)
+        if (p[i] && (cu.cuMemsetD32Async(p[i], 0, n[i], b->s) != CUDA_SUCCESS ||
+                     cu.cuStreamSynchronize(b->s) != CUDA_SUCCESS))
+            fprintf(stderr, "gpu: clearing the %s arrival counters after a failed round failed too\n", what[i]);
 }
 
 int gpu_counters_check(gpu_backend *b)
 {
     if (!b->check_counters)
         return 0;
-    size_t n = EXL3_WS_COUNTER_BYTES / 4;
-    uint32_t *h = dsk_malloc(EXL3_WS_COUNTER_BYTES);
+    uint32_t *h = dsk_malloc(EXL3_WS_COUNTER_BYTES); /* the largest set */
     if (!h)
         return -1;
+    CUdeviceptr p[2];
+    size_t n[2];
+    const char *what[2];
     int rc = 0;
-    if (cu.cuMemcpyDtoHAsync(h, b->ws.ptr, EXL3_WS_COUNTER_BYTES, b->s) != CUDA_SUCCESS ||
-        cu.cuStreamSynchronize(b->s) != CUDA_SUCCESS)
-        rc = dsk_err("reading the EXL3 arrival counters failed");
-    for (size_t i = 0; !rc && i < n; i++)
-        if (h[i])
-            rc = dsk_err("EXL3 arrival counter %zu is %u after the round (they are zero at rest): a launch did not run "
-                         "to its end",
-                         i, h[i]);
-    if (!rc && (cu.cuMemcpyDtoHAsync(h, b->mix_cnt, 4 * MHC_MIX_COUNTERS, b->s) != CUDA_SUCCESS ||
-                cu.cuStreamSynchronize(b->s) != CUDA_SUCCESS))
-        rc = dsk_err("reading the mhc_mix arrival counters failed");
-    for (size_t i = 0; !rc && i < MHC_MIX_COUNTERS; i++)
-        if (h[i])
-            rc = dsk_err("mhc_mix arrival counter %zu is %u after the round (they are zero at rest): a launch did not "
-                         "run to its end",
-                         i, h[i]);
+    for (int s = 0, sets = counter_sets(b, p, n, what); !rc && s < sets; s++) {
+        if (cu.cuMemcpyDtoHAsync(h, p[s], 4 * n[s], b->s) != CUDA_SUCCESS || cu.cuStreamSynchronize(b->s) != CUDA_SUCCESS)
+            rc = dsk_err("reading the %s arrival counters failed", what[s]);
+        for (size_t i = 0; !rc && i < n[s]; i++)
+            if (h[i])
+                rc = dsk_err("%s arrival counter %zu is %u after the round (they are zero at rest): a launch did not "
+                             "run to its end",
+                             what[s], i, h[i]);
+    }
     free(h);
     return rc;
 }
