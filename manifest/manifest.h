@@ -10,7 +10,7 @@
 
 #define MANIFEST_FORMAT "dskit/1"
 #define MANIFEST_MAX_PARAMS 12  /* variant parameters per kernel */
-#define MANIFEST_MAX_ARGS 40    /* kernel arguments (parameter ABI; vec_glue takes 37) */
+#define MANIFEST_MAX_ARGS 40    /* kernel arguments (parameter ABI; vec_glue takes 40) */
 /* Counts and lengths a manifest may have (docs/kit-format.md "Limits"; the sm_90 kit has 140 kernels) */
 #define MANIFEST_MAX_BYTES (8 << 20) /* of manifest.json (parsing costs ~20 bytes of memory per byte) */
 #define MANIFEST_MAX_KERNELS 8192

@@ -123,11 +123,19 @@ int needs_for_model(const model_config *c, const needs_settings *s, need_list *o
         rc = -1;
     else
         rc |= add_variant(out, "MoE routing", &v);
+    if (rule_moe_route_plan_pick(c->n_routed_experts, c->n_activated_experts, &v))
+        rc = -1;
+    else
+        rc |= add_variant(out, "MoE routing in the plan launch (decode rounds)", &v);
     if (c->n_mtp_layers > 0) {
         if (rule_moe_route_pick(c->dspark_n_routed_experts, c->dspark_n_activated_experts, &v))
             rc = -1;
         else
             rc |= add_variant(out, "drafter MoE routing", &v);
+        if (rule_moe_route_plan_pick(c->dspark_n_routed_experts, c->dspark_n_activated_experts, &v))
+            rc = -1;
+        else
+            rc |= add_variant(out, "drafter MoE routing in the plan launch", &v);
     }
     /* sampling, and the top-k of its candidates over the vocabulary */
     rule_sample_pick(&v);
@@ -218,12 +226,12 @@ int needs_for_model(const model_config *c, const needs_settings *s, need_list *o
     }
     /* sparse attention: each layer's lists (the window, plus the top-k on ratio > 0 layers, plus a block on
      * the DSpark stages) at every row count of a decode round or a prompt chunk; the whole-list form or the
-     * three steps of the split form, as rule_sparse_attn_split decides */
+     * two steps of the split form, as rule_sparse_attn_split decides */
     for (int l = 0; l < c->n_layers + (c->n_mtp_layers > 0); l++) {
         int list = c->window_size + (l == c->n_layers ? c->dspark_block_size : c->roles[l].ratio > 0 ? c->index_topk : 0);
         for (int rows = 1; rows <= SPARSE_ATTN_NEEDS_ROWS; rows++) {
             int split = rule_sparse_attn_split(rows, c->n_heads, list);
-            for (int mode = split ? 1 : 0; mode <= (split ? 3 : 0); mode++) {
+            for (int mode = split ? 1 : 0; mode <= (split ? 2 : 0); mode++) {
                 rule_sparse_attn_pick(c->head_dim, mode, &v);
                 rc |= add_variant(out, "sparse attention", &v);
             }

@@ -13,6 +13,8 @@ DSK_KERNEL void __launch_bounds__(P_T) DSK_SYMBOL(const float *__restrict__ scor
                                                 const int *__restrict__ reach, int N, int B, float *__restrict__ bs,
                                                 i64 ldb, int NB, u32 *__restrict__ bitmap, int ldw)
 {
+    dsk_pdl_wait(); // launched with PDL: nothing is read or written before the previous grid is done
+    dsk_pdl_launch_next();
     const int row = blockIdx.y;
     const i64 k = (i64)blockIdx.x * P_T + threadIdx.x;
     const float ninf = __uint_as_float(0xff800000u);

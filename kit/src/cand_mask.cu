@@ -8,6 +8,8 @@ DSK_KERNEL void __launch_bounds__(P_T) DSK_SYMBOL(const float *__restrict__ bs, 
                                                 const int *__restrict__ sel_idx, const float *__restrict__ sel_val,
                                                 int k, u32 *__restrict__ bitmap, int ldw)
 {
+    dsk_pdl_wait(); // launched with PDL: nothing is read or written before the previous grid is done
+    dsk_pdl_launch_next();
     const int row = blockIdx.y, wd = blockIdx.x * P_T + threadIdx.x;
     if (wd >= ldw)
         return;

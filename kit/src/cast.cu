@@ -8,6 +8,8 @@ __device__ __forceinline__ float bf16_round_f(float x) { return bf16_bits_to_f32
 DSK_KERNEL void __launch_bounds__(256) DSK_SYMBOL(const float *__restrict__ x, void *__restrict__ y, long long n,
                                                   float scale)
 {
+    dsk_pdl_wait(); // launched with PDL: nothing is read or written before the previous grid is done
+    dsk_pdl_launch_next();
     long long i = ((long long)blockIdx.x * 256 + threadIdx.x) * 4;
     if (i >= n)
         return;

@@ -25,6 +25,8 @@ DSK_KERNEL void __launch_bounds__(P_T) DSK_SYMBOL(const float *__restrict__ a, c
                                                   const int *__restrict__ entries, u16 *__restrict__ out,
                                                   i64 out_stride, int groups, int hd)
 {
+    dsk_pdl_wait(); // launched with PDL: nothing is read or written before the previous grid is done
+    dsk_pdl_launch_next();
     const int per_group = hd >> 3;
     const i64 t = (i64)blockIdx.x * P_T + threadIdx.x;
     if (t >= (i64)groups * per_group)

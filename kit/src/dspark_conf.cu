@@ -13,6 +13,8 @@ DSK_KERNEL void __launch_bounds__(P_T)
                const u16 *__restrict__ w, float *__restrict__ conf, const float *__restrict__ bias, i64 ldb,
                float *__restrict__ logits, i64 ldl, int V)
 {
+    dsk_pdl_wait(); // launched with PDL: nothing is read or written before the previous grid is done
+    dsk_pdl_launch_next();
     const int row = blockIdx.y, tid = threadIdx.x;
     if (blockIdx.x > 0) {
         const float *b = bias + row * ldb;

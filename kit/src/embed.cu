@@ -11,6 +11,8 @@ DSK_KERNEL void __launch_bounds__(THREADS)
     DSK_SYMBOL(const u16 *__restrict__ table, const int *__restrict__ ids, u16 *__restrict__ x, float *__restrict__ pi,
                int rows, int d, int vocab)
 {
+    dsk_pdl_wait(); // launched with PDL: nothing is read or written before the previous grid is done
+    dsk_pdl_launch_next();
     const int nvec = d / 8;
     const i64 t = (i64)blockIdx.x * THREADS + threadIdx.x;
     if (t >= (i64)rows * nvec)

@@ -14,6 +14,8 @@ DSK_KERNEL void __launch_bounds__(P_T) DSK_SYMBOL(u16 *__restrict__ X, const u16
                                                   const float *__restrict__ w, int rows, int hc, int d, float eps,
                                                   float inv_sqrt_d)
 {
+    dsk_pdl_wait(); // launched with PDL: nothing is read or written before the previous grid is done
+    dsk_pdl_launch_next();
     const int row = blockIdx.x / hc, ch = blockIdx.x % hc, nch = d >> 3;
     if (row >= rows)
         return;

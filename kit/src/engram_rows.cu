@@ -25,6 +25,8 @@ DSK_KERNEL void __launch_bounds__(ER_T) DSK_SYMBOL(const u8 *__restrict__ rec, c
                                                   const u8 *__restrict__ scales, const i64 *__restrict__ idx,
                                                   u16 *__restrict__ out, i64 out_stride, int n, int cols, int w)
 {
+    dsk_pdl_wait(); // launched with PDL: nothing is read or written before the previous grid is done
+    dsk_pdl_launch_next();
     const int per_row = w >> 3;
     const i64 t = (i64)blockIdx.x * ER_T + threadIdx.x;
     if (t >= (i64)n * cols * per_row)

@@ -10,6 +10,8 @@ DSK_KERNEL void __launch_bounds__(256) DSK_SYMBOL(const exl3_desc *d0, const exl
                                                   const exl3_desc *d3, const u16 *x, int ldx, int rows, u32 *xf,
                                                   i64 xf_stride, int flags)
 {
+    dsk_pdl_wait(); // launched with PDL: nothing is read or written before the previous grid is done
+    dsk_pdl_launch_next();
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int kb = blockIdx.x, rg = blockIdx.y, m = blockIdx.z;
     const int bd = (flags & EXL3_F_BLOCKDIAG) != 0;

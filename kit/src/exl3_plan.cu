@@ -5,14 +5,33 @@
 // local slot get y = 0 here (unless y is null), since no MoE-down CTA will write them. One CTA.
 // Where an entry sits inside its expert's tiles does not change any result: each row's output depends
 // on that row alone (docs/exl3-kernels.md), so placement by atomics is fine.
+//
+// P_R > 0 (the routing variants, P_R = moe_route's NPL): the launch routes the rows first, from their gate
+// logits (E experts, bias, route_scale), writing route (ids) and weights with moe_route's row code (the
+// same bits as a moe_route launch), then plans from them: routing and plan in one launch for the few rows
+// of a decode round (warp w routes rows w, w + 32, ...). P_R = 0: route is given, the routing arguments
+// are unused.
 #include "dskit_kernel.cuh"
 #include "exl3_abi.cuh"
+#if P_R > 0
+#include "moe_route.cuh"
+#endif
 
 #define MAXE 2048
 
-DSK_KERNEL void __launch_bounds__(1024) DSK_SYMBOL(const int *route, int rows, int topk, int e_lo, int e_count,
-                                                   int mtile, int tcap, int *plan, float *y, int ldy, int dim)
+DSK_KERNEL void __launch_bounds__(1024) DSK_SYMBOL(int *route, int rows, int topk, int e_lo, int e_count,
+                                                   int mtile, int tcap, int *plan, float *y, int ldy, int dim,
+                                                   const float *__restrict__ logits, i64 ld,
+                                                   const float *__restrict__ bias, int E, float route_scale,
+                                                   float *weights)
 {
+    dsk_pdl_wait(); // launched with PDL: nothing is read or written before the previous grid is done
+    dsk_pdl_launch_next();
+#if P_R > 0
+    // the rows' routing; the block's barrier below makes its global writes visible to the plan's reads
+    for (int r = threadIdx.x >> 5; r < rows; r += 32)
+        route_row<P_R>(logits, ld, bias, E, topk, route_scale, r, route, weights, nullptr, threadIdx.x & 31);
+#endif
     __shared__ int cnt[MAXE], off[MAXE], toff[MAXE], cur[MAXE];
     __shared__ int wsum[32];
     int tid = threadIdx.x, n = rows * topk;

@@ -57,6 +57,8 @@ DSK_KERNEL void __launch_bounds__(WARPS * 32, 4)
                const int *__restrict__ key_base, const int *__restrict__ reach, const u32 *__restrict__ cand,
                int ldc, int cand_block, int rows, int group, int N, float *__restrict__ out, i64 lds)
 {
+    dsk_pdl_wait(); // launched with PDL: nothing is read or written before the previous grid is done
+    dsk_pdl_launch_next();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
     const int row0 = blockIdx.x * group, nr = min(group, rows - row0);

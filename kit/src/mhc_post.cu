@@ -5,7 +5,12 @@
 // aliases X. Memory-bound: reads (hc+1)·d and writes hc·d bf16 per row, 16-byte accesses. With y_f32, y is
 // fp32 (a summed partial) and each value is rounded to bf16 first (f32_to_bf16_bits, cast.cu's MODE 0): the
 // bits of the cast followed by this kernel, in one launch.
-#include "dskit_kernel.cuh"
+//
+// A rows copy (rows_copy.cuh: cn rows of c_bytes, c_src row c_src_idx[i] to c_dst row c_dst_idx[i]) may
+// ride in the same launch as CTAs past the post's (the window keys into their ring after the attention):
+// it must neither read what the post writes nor write what the post reads (the launcher's rule); cn 0:
+// none.
+#include "rows_copy.cuh"
 
 #define HC P_HC
 #define M ((2 + HC) * HC)
@@ -19,9 +24,19 @@ __device__ __forceinline__ float lane_f(uint4 v, int e)
 
 DSK_KERNEL void __launch_bounds__(THREADS)
     DSK_SYMBOL(const void *__restrict__ y, const u16 *__restrict__ x, const float *__restrict__ coef,
-               u16 *__restrict__ xout, int rows, int d, int y_f32)
+               u16 *__restrict__ xout, int rows, int d, int y_f32, const u8 *__restrict__ c_src, i64 c_src_stride,
+               const int *__restrict__ c_src_idx, u8 *__restrict__ c_dst, i64 c_dst_stride,
+               const int *__restrict__ c_dst_idx, int cn, int c_bytes)
 {
+    dsk_pdl_wait(); // launched with PDL: nothing is read or written before the previous grid is done
+    dsk_pdl_launch_next();
     const int nvec = d / 8;
+    const i64 post_blocks = ((i64)rows * nvec + THREADS - 1) / THREADS;
+    if (blockIdx.x >= post_blocks) {
+        const i64 ct = (blockIdx.x - post_blocks) * THREADS + threadIdx.x;
+        rows_copy_chunk(c_src, c_src_stride, c_src_idx, c_dst, c_dst_stride, c_dst_idx, cn, c_bytes, ct);
+        return;
+    }
     const i64 t = (i64)blockIdx.x * THREADS + threadIdx.x;
     if (t >= (i64)rows * nvec)
         return;

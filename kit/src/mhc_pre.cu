@@ -12,6 +12,8 @@ DSK_KERNEL void __launch_bounds__(P_T)
     DSK_SYMBOL(const u16 *__restrict__ x, const float *__restrict__ w, int w_stride, const u16 *__restrict__ g,
                float eps, u16 *__restrict__ out, u16 *__restrict__ y_raw, int rows, int d)
 {
+    dsk_pdl_wait(); // launched with PDL: nothing is read or written before the previous grid is done
+    dsk_pdl_launch_next();
     __shared__ uint4 ybuf[MHC_PRE_MAX_D / 8];
     if ((int)blockIdx.x >= rows)
         return;

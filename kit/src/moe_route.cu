@@ -4,73 +4,20 @@
 // the sum in selection rank order (biased score descending), every product and quotient rounded alone.
 // One warp per row, as topk_small: each lane keeps P_NPL composite keys (key << 32 | ~id) in registers
 // and k rounds of a warp-wide maximum pick the winners in rank order. Latency-bound (a few µs per launch).
-#include "topk_common.cuh"
+#include "moe_route.cuh"
 
 #define ROWS_PER_BLOCK 4
-
-__device__ __forceinline__ u64 route_warp_max(u64 v)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        u64 t = __shfl_xor_sync(0xffffffffu, v, o);
-        v = t > v ? t : v;
-    }
-    return v;
-}
-
-__device__ __forceinline__ float sqrtsoftplus(float x)
-{
-    return sqrtf(x > 20.0f ? x : log1pf(expf(x)));
-}
 
 DSK_KERNEL void __launch_bounds__(ROWS_PER_BLOCK * 32)
     DSK_SYMBOL(const float *__restrict__ logits, i64 ld, const float *__restrict__ bias, int E, int k,
                float route_scale, int rows, int *__restrict__ ids, float *__restrict__ weights,
                float *__restrict__ scores_out)
 {
+    dsk_pdl_wait(); // launched with PDL: nothing is read or written before the previous grid is done
+    dsk_pdl_launch_next();
     const int lane = threadIdx.x & 31;
     const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
     if (row >= rows)
         return;
-    const float *l = logits + (i64)row * ld;
-    u64 key[P_NPL];
-#pragma unroll
-    for (int j = 0; j < P_NPL; j++) {
-        int e = j * 32 + lane;
-        key[j] = 0ull; /* padding ranks below every real expert, NaN included (whose composite is > 0) */
-        if (e < E) {
-            float s = sqrtsoftplus(l[e]);
-            if (scores_out)
-                scores_out[(i64)row * E + e] = s;
-            key[j] = ((u64)topk_order_key(__fadd_rn(s, bias[e])) << 32) | (u64)(0xffffffffu - (u32)e);
-        }
-    }
-    int mine = 0x7fffffff; /* lane t < k keeps the t-th winner */
-    float mine_s = 0.0f, sum = 0.0f;
-    for (int t = 0; t < k; t++) {
-        u64 best = key[0];
-#pragma unroll
-        for (int j = 1; j < P_NPL; j++)
-            best = key[j] > best ? key[j] : best;
-        best = route_warp_max(best);
-#pragma unroll
-        for (int j = 0; j < P_NPL; j++)
-            key[j] = key[j] == best ? 0ull : key[j];
-        int id = (int)(0xffffffffu - (u32)best);
-        /* the winner's unbiased score, recomputed from its logit: the same function, the same bits */
-        float s = sqrtsoftplus(l[id]);
-        sum = __fadd_rn(sum, s);
-        if (lane == t) {
-            mine = id;
-            mine_s = s;
-        }
-    }
-    const float den = __fadd_rn(sum, 1e-20f);
-    int rank = 0; /* the winner's slot in ascending id order */
-    for (int t = 0; t < k; t++)
-        rank += __shfl_sync(0xffffffffu, mine, t) < mine;
-    if (lane < k) {
-        ids[(i64)row * k + rank] = mine;
-        weights[(i64)row * k + rank] = __fmul_rn(__fdiv_rn(mine_s, den), route_scale);
-    }
+    route_row<P_NPL>(logits, ld, bias, E, k, route_scale, row, ids, weights, scores_out, lane);
 }

@@ -6,6 +6,8 @@
 DSK_KERNEL void __launch_bounds__(P_T) DSK_SYMBOL(const u16 *__restrict__ x, const u16 *__restrict__ w,
                                                 u16 *__restrict__ y, int rows, int width, float eps)
 {
+    dsk_pdl_wait(); // launched with PDL: nothing is read or written before the previous grid is done
+    dsk_pdl_launch_next();
     int row = blockIdx.x;
     if (row >= rows)
         return;

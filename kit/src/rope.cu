@@ -7,6 +7,8 @@ DSK_KERNEL void __launch_bounds__(256) DSK_SYMBOL(u16 *__restrict__ x, const int
                                                   const float2 *__restrict__ table, int rows, int heads,
                                                   int head_dim, int inverse)
 {
+    dsk_pdl_wait(); // launched with PDL: nothing is read or written before the previous grid is done
+    dsk_pdl_launch_next();
     const int half = P_R / 2;
     i64 t = (i64)blockIdx.x * 256 + threadIdx.x;
     i64 total = (i64)rows * heads * half;

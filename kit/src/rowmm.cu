@@ -22,6 +22,8 @@ __device__ __forceinline__ float rowmm_out(float v, float scale)
 DSK_KERNEL void __launch_bounds__(KSPLIT * 32) DSK_SYMBOL(const u16 *__restrict__ x, const u16 *__restrict__ w,
                                                           float *__restrict__ y, int rows, int K, int N, float scale)
 {
+    dsk_pdl_wait(); // launched with PDL: nothing is read or written before the previous grid is done
+    dsk_pdl_launch_next();
     /* grid y: chunks of P_M rows (more than 16 rows run the M = 16 variant over several chunks) */
     const int r0 = blockIdx.y * P_M;
     x += (i64)r0 * K;

@@ -130,6 +130,8 @@ DSK_KERNEL void __launch_bounds__(P_T)
                int *__restrict__ tokens, float *__restrict__ logprob, int *__restrict__ top_ids,
                float *__restrict__ top_lp, int step)
 {
+    dsk_pdl_wait(); // launched with PDL: nothing is read or written before the previous grid is done
+    dsk_pdl_launch_next();
     const int row = blockIdx.y, tid = threadIdx.x;
     const sample_row_params p = params[row];
     const float *lr = logits + (i64)row * ldl;

@@ -3,9 +3,10 @@
 // both tensor-core products: a CTA owns one query row and 16 heads (one m16 tile), a 64-entry block of the
 // list is copied into shared memory (cp.async, two stages in MODE 0), S = Q·Kᵀ and O += bf16(P)·K run on
 // mma.m16n8k16 (bf16 in, fp32 accumulate). MODE 0 walks the whole list in one CTA (prompt chunks, many
-// decode rows); MODES 1-3 split it over CTAs for few rows (flash-decoding): 1 writes each block's scores and
-// maximum, 2 each block's probabilities times K with REF's running maximum rebuilt from those maxima, 3
-// folds the blocks in list order. Both paths make the same operations in the same order, so a row's bits
+// decode rows); MODES 1-2 split it over CTAs for few rows (flash-decoding): 1 writes each block's scores and
+// maximum, 2 each block's probabilities times K with REF's running maximum rebuilt from those maxima, and
+// the last of a (row, head group)'s MODE 2 CTAs to finish (an arrival counter in the workspace, zeroed
+// by MODE 1) folds the blocks in list order. Both paths make the same operations in the same order, so a row's bits
 // are the same whichever runs, whatever the other rows, and whatever the grid.
 //
 // Reduction orders (fixed by HD alone):
@@ -34,7 +35,7 @@
 #define TPH (BLK / SPT)       // threads per head in the softmax
 #define SSTR 72               // row stride (floats) of the score partials: float2 stores conflict-free
 #define PSTR 72               // row stride (bf16) of the probabilities: A-fragment loads conflict-free
-#define MERGE_T 128           // MODE 3 threads: 16 heads x 128 dims per CTA, 16 values each
+#define MERGE_T 128           // the fold's parts per 128 dims: 16 heads x 8, 16 values each
 #define MERGE_DIMS SPARSE_ATTN_MERGE_DIMS
 
 #if HD != 128 && HD != 256 && HD != 512
@@ -401,6 +402,13 @@ __device__ __forceinline__ float *ws_block(const attn_args &A, int r, int hg, in
     const int groups = (A.heads + MH - 1) / MH;
     return A.ws + (((i64)r * groups + hg) * A.max_blocks + b) * WS_BLOCK;
 }
+
+// The arrival counter of (row r, head group hg), after the blocks (SPARSE_ATTN_WS_COUNTERS).
+__device__ __forceinline__ unsigned *ws_counter(const attn_args &A, int r, int hg)
+{
+    const int groups = (A.heads + MH - 1) / MH;
+    return (unsigned *)(A.ws + (i64)A.rows * groups * A.max_blocks * WS_BLOCK) + (i64)r * groups + hg;
+}
 #endif
 
 #if P_MODE == 1
@@ -413,6 +421,8 @@ __device__ __forceinline__ void split_scores(const attn_args &A)
     const u16 **kaddr = (const u16 **)(spart + NW * MH * SSTR);
     const int hg = blockIdx.x, r = blockIdx.y, b = blockIdx.z, h0 = hg * MH, warp = threadIdx.x >> 5;
     const row_list L = row_list_of(A, r);
+    if (b == 0 && threadIdx.x == 0)
+        *ws_counter(A, r, hg) = 0; // MODE 2's arrivals, counted from zero
     if (b * BLK >= L.n)
         return;
     block_addrs(L, b, kaddr, block_sel(L, b));
@@ -438,8 +448,66 @@ __device__ __forceinline__ void split_scores(const attn_args &A)
 #endif
 
 #if P_MODE == 2
+// The fold of the row's blocks in list order (REF's recurrence), the sink, the division, the inverse RoPE,
+// for one part of a (head group, row): part t (0 .. 128·HD/MERGE_DIMS - 1) takes head (t % 128) / 8 and
+// dims c·128 + 4(t % 8) + 32k .. +3, k = 0..3, c = t / 128. The blocks were written by other CTAs of this
+// launch: read at L2 (__ldcg), never from this SM's L1.
+__device__ __forceinline__ void merge_part(const attn_args &A, const row_list &L, int hg, int r, int t,
+                                           const float2 *cs)
+{
+    const int h0 = hg * MH, h = (t % MERGE_T) / 8;
+    const int groups = (A.heads + MH - 1) / MH;
+    const int nblk = (L.n + BLK - 1) / BLK;
+    if (h0 + h >= A.heads)
+        return;
+    const float *w0 = A.ws + ((i64)r * groups + hg) * A.max_blocks * WS_BLOCK;
+    const int d0 = (t / MERGE_T) * MERGE_DIMS + 4 * (t % 8);
+    float num[16], den = 0.0f, rmax = -1e30f;
+#pragma unroll
+    for (int i = 0; i < 16; i++)
+        num[i] = 0.0f;
+    for (int b = 0; b < nblk && nblk <= A.max_blocks; b++) {
+        const float *w = w0 + (i64)b * WS_BLOCK;
+        const float alpha = __ldcg(w + SPARSE_ATTN_WS_ALPHA + h);
+        den = __fadd_rn(__fmul_rn(den, alpha), __ldcg(w + SPARSE_ATTN_WS_BSUM + h));
+        rmax = fmaxf(rmax, __ldcg(w + SPARSE_ATTN_WS_BMAX + h));
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            float4 v = __ldcg((const float4 *)(w + SPARSE_ATTN_WS_NUM + h * HD + d0 + 32 * k));
+            num[4 * k] = __fadd_rn(__fmul_rn(num[4 * k], alpha), v.x);
+            num[4 * k + 1] = __fadd_rn(__fmul_rn(num[4 * k + 1], alpha), v.y);
+            num[4 * k + 2] = __fadd_rn(__fmul_rn(num[4 * k + 2], alpha), v.z);
+            num[4 * k + 3] = __fadd_rn(__fmul_rn(num[4 * k + 3], alpha), v.w);
+        }
+    }
+    const float fin = __fadd_rn(den, expf(__fsub_rn(A.sink[h0 + h], rmax)));
+    u16 *orow = A.out + ((i64)r * A.heads + h0 + h) * HD;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const int d = d0 + 32 * k;
+        uint2 o;
+        o.x = out_pair(num[4 * k], num[4 * k + 1], fin, L.n, d, A.rope_dim, cs);
+        o.y = out_pair(num[4 * k + 2], num[4 * k + 3], fin, L.n, d + 2, A.rope_dim, cs);
+        if (nblk > A.max_blocks) // a list longer than the launch allowed: make it loud
+            o = make_uint2(0x7fc07fc0u, 0x7fc07fc0u);
+        *(uint2 *)(orow + d) = o;
+    }
+}
+
+// The fold by the CTA that found itself last (or, for an empty list, by block 0's CTA).
+__device__ __forceinline__ void merge_row(const attn_args &A, const row_list &L, int hg, int r)
+{
+    __shared__ float2 cs[SPARSE_ATTN_MAX_ROPE / 2];
+    rope_table(A, L.m.pos, cs);
+    __syncthreads();
+    for (int t = threadIdx.x; t < MERGE_T * (HD / MERGE_DIMS); t += NT)
+        merge_part(A, L, hg, r, t, cs);
+}
+#endif
+
+#if P_MODE == 2
 // Split, step 2: block blockIdx.z: REF's running maximum before and after it (from the blocks' maxima),
-// its α, Σ p and Σ bf16(p)·k.
+// its α, Σ p and Σ bf16(p)·k; the row's last CTA to arrive then folds them (merge_row).
 __device__ __forceinline__ void split_values(const attn_args &A)
 {
     DSK_DYNAMIC_SMEM(smem);
@@ -449,6 +517,8 @@ __device__ __forceinline__ void split_values(const attn_args &A)
     const int hg = blockIdx.x, r = blockIdx.y, b = blockIdx.z;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
     const row_list L = row_list_of(A, r);
+    if (L.n == 0 && b == 0) // no block to wait for: the fold (of nothing) now
+        merge_row(A, L, hg, r);
     if (b * BLK >= L.n)
         return;
     block_addrs(L, b, kaddr, block_sel(L, b));
@@ -482,66 +552,33 @@ __device__ __forceinline__ void split_values(const attn_args &A)
         *(float2 *)(w + SPARSE_ATTN_WS_NUM + g * HD + d) = make_float2(bs[nt][0], bs[nt][1]);
         *(float2 *)(w + SPARSE_ATTN_WS_NUM + (g + 8) * HD + d) = make_float2(bs[nt][2], bs[nt][3]);
     }
+    // arrival: the last of the row's min(nblk, max_blocks) working CTAs folds (its writes and the
+    // others' made visible by the fences on both sides of the counter)
+    __shared__ int s_last;
+    const int nblk = (L.n + BLK - 1) / BLK, arrivals = nblk < A.max_blocks ? nblk : A.max_blocks;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0)
+        s_last = atomicAdd(ws_counter(A, r, hg), 1u) == (unsigned)arrivals - 1;
+    __syncthreads();
+    if (!s_last)
+        return;
+    __threadfence();
+    merge_row(A, L, hg, r);
 }
 #endif
 
-#if P_MODE == 3
-// Split, step 3: fold the row's blocks in list order (REF's recurrence), add the sink, divide, RoPE. CTA
-// (head group, row, dim chunk): thread t takes head t/8, dims chunk·128 + 4(t%8) + 32k .. +3, k = 0..3.
-__device__ __forceinline__ void split_merge(const attn_args &A)
-{
-    __shared__ float2 cs[SPARSE_ATTN_MAX_ROPE / 2];
-    const int hg = blockIdx.x, r = blockIdx.y, h0 = hg * MH, h = threadIdx.x / 8;
-    const int groups = (A.heads + MH - 1) / MH;
-    const row_list L = row_list_of(A, r);
-    const int nblk = (L.n + BLK - 1) / BLK;
-    rope_table(A, L.m.pos, cs);
-    __syncthreads();
-    if (h0 + h >= A.heads)
-        return;
-    const float *w0 = A.ws + ((i64)r * groups + hg) * A.max_blocks * WS_BLOCK;
-    const int d0 = blockIdx.z * MERGE_DIMS + 4 * (threadIdx.x % 8);
-    float num[16], den = 0.0f, rmax = -1e30f;
-#pragma unroll
-    for (int i = 0; i < 16; i++)
-        num[i] = 0.0f;
-    for (int b = 0; b < nblk && nblk <= A.max_blocks; b++) {
-        const float *w = w0 + (i64)b * WS_BLOCK;
-        const float alpha = w[SPARSE_ATTN_WS_ALPHA + h];
-        den = __fadd_rn(__fmul_rn(den, alpha), w[SPARSE_ATTN_WS_BSUM + h]);
-        rmax = fmaxf(rmax, w[SPARSE_ATTN_WS_BMAX + h]);
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            float4 v = *(const float4 *)(w + SPARSE_ATTN_WS_NUM + h * HD + d0 + 32 * k);
-            num[4 * k] = __fadd_rn(__fmul_rn(num[4 * k], alpha), v.x);
-            num[4 * k + 1] = __fadd_rn(__fmul_rn(num[4 * k + 1], alpha), v.y);
-            num[4 * k + 2] = __fadd_rn(__fmul_rn(num[4 * k + 2], alpha), v.z);
-            num[4 * k + 3] = __fadd_rn(__fmul_rn(num[4 * k + 3], alpha), v.w);
-        }
-    }
-    const float fin = __fadd_rn(den, expf(__fsub_rn(A.sink[h0 + h], rmax)));
-    u16 *orow = A.out + ((i64)r * A.heads + h0 + h) * HD;
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        const int d = d0 + 32 * k;
-        uint2 o;
-        o.x = out_pair(num[4 * k], num[4 * k + 1], fin, L.n, d, A.rope_dim, cs);
-        o.y = out_pair(num[4 * k + 2], num[4 * k + 3], fin, L.n, d + 2, A.rope_dim, cs);
-        if (nblk > A.max_blocks) // a list longer than the launch allowed: make it loud
-            o = make_uint2(0x7fc07fc0u, 0x7fc07fc0u);
-        *(uint2 *)(orow + d) = o;
-    }
-}
-#endif
 
 // MODE 0 holds a row's numerator in registers (one CTA per SM at HD 512); the split steps fit two per SM.
-DSK_KERNEL void __launch_bounds__(P_MODE == 3 ? MERGE_T : NT, P_MODE == 0 ? 1 : 2)
+DSK_KERNEL void __launch_bounds__(NT, P_MODE == 0 ? 1 : 2)
     DSK_SYMBOL(const u16 *__restrict__ q, const u16 *__restrict__ kv_call, const u16 *__restrict__ kv_ring,
                const u16 *__restrict__ kv2, const int *__restrict__ sel, const sparse_attn_row *__restrict__ meta,
                const float *__restrict__ sink, const float *__restrict__ freqs, u16 *__restrict__ out,
                float *__restrict__ ws, int rows, int heads, int ring, int sel_ld, int rope_dim, int max_blocks,
                float scale, int q_rope)
 {
+    dsk_pdl_wait(); // launched with PDL: nothing is read or written before the previous grid is done
+    dsk_pdl_launch_next();
     attn_args A;
     A.q = q, A.kv_call = kv_call, A.kv_ring = kv_ring, A.kv2 = kv2, A.sel = sel, A.meta = meta, A.sink = sink;
     A.freqs = freqs, A.out = out, A.ws = ws, A.rows = rows, A.heads = heads, A.ring = ring, A.sel_ld = sel_ld;
@@ -552,9 +589,7 @@ DSK_KERNEL void __launch_bounds__(P_MODE == 3 ? MERGE_T : NT, P_MODE == 0 ? 1 : 
     split_scores(A);
 #elif P_MODE == 2
     split_values(A);
-#elif P_MODE == 3
-    split_merge(A);
 #else
-#error "sparse_attn: MODE is 0 (whole list), 1 (scores), 2 (values) or 3 (merge)"
+#error "sparse_attn: MODE is 0 (whole list), 1 (scores) or 2 (values, then the fold)"
 #endif
 }

@@ -27,23 +27,23 @@ typedef struct {
 #define SPARSE_ATTN_DIMS_PER_WARP(hd) ((hd) >= 256 ? 64 : 32)
 #define SPARSE_ATTN_WARPS(hd) ((hd) / SPARSE_ATTN_DIMS_PER_WARP(hd))
 
-// The kernels' modes: the whole list in one CTA, or split over CTAs per block in three steps.
+// The kernels' modes: the whole list in one CTA, or split over CTAs per block in two steps (the second's
+// last CTA per row and head group folds the blocks).
 #define SPARSE_ATTN_MODE_WHOLE 0
 #define SPARSE_ATTN_MODE_SCORES 1
 #define SPARSE_ATTN_MODE_VALUES 2
-#define SPARSE_ATTN_MODE_MERGE 3
 
 // Dynamic shared memory per mode (kit/variants.json spells the same sums). Whole: two key stages [64][hd]
 // bf16, the warps' score partials [warps][16][72] fp32, the probabilities [16][72] bf16, the key addresses
 // of both stages, per-head factors and the RoPE table. Scores: one stage, the partials, one stage's
-// addresses. Values: one stage, the probabilities, the addresses. Merge: static only.
+// addresses. Values: one stage, the probabilities, the addresses (the fold's RoPE table is static).
 #define SPARSE_ATTN_SMEM(hd, mode)                                                                        \
     ((mode) == 0   ? 256 * (hd) + SPARSE_ATTN_WARPS(hd) * 4608 + 4352                                      \
      : (mode) == 1 ? 128 * (hd) + SPARSE_ATTN_WARPS(hd) * 4608 + 512                                       \
      : (mode) == 2 ? 128 * (hd) + 2816                                                                      \
                    : 0)
-// Threads of a CTA per mode; the merge's CTA covers 16 heads x 128 dims.
-#define SPARSE_ATTN_THREADS(hd, mode) ((mode) == 3 ? 128 : 32 * SPARSE_ATTN_WARPS(hd))
+// Threads of a CTA (every mode); the fold takes 16 heads x 128 dims per pass.
+#define SPARSE_ATTN_THREADS(hd, mode) (32 * SPARSE_ATTN_WARPS(hd))
 #define SPARSE_ATTN_MERGE_DIMS 128
 
 // Workspace of the split modes, per (row, head group, list block), in floats: the block's scores [16][64],
@@ -54,6 +54,9 @@ typedef struct {
 #define SPARSE_ATTN_WS_BSUM (SPARSE_ATTN_WS_ALPHA + SPARSE_ATTN_HEADS)
 #define SPARSE_ATTN_WS_NUM (SPARSE_ATTN_WS_BSUM + 2 * SPARSE_ATTN_HEADS)
 #define SPARSE_ATTN_WS_BLOCK(hd) (SPARSE_ATTN_WS_NUM + SPARSE_ATTN_HEADS * (hd))
+// After the blocks of every (row, head group), one u32 arrival counter each (row-major): zeroed by the
+// row's MODE 1 block 0, counted by its MODE 2 CTAs.
+#define SPARSE_ATTN_WS_COUNTERS 1
 
 // Largest rope_dim the fused inverse RoPE takes (its table holds 64 pairs).
 #define SPARSE_ATTN_MAX_ROPE 128

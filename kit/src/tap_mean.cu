@@ -10,6 +10,8 @@
 DSK_KERNEL void __launch_bounds__(THREADS)
     DSK_SYMBOL(const u16 *__restrict__ x, u16 *__restrict__ taps, int rows, int d, int n_targets, int target)
 {
+    dsk_pdl_wait(); // launched with PDL: nothing is read or written before the previous grid is done
+    dsk_pdl_launch_next();
     const int nvec = d / 8;
     const i64 t = (i64)blockIdx.x * THREADS + threadIdx.x;
     if (t >= (i64)rows * nvec)

@@ -11,6 +11,8 @@ DSK_KERNEL void __launch_bounds__(P_T) DSK_SYMBOL(const float *__restrict__ scor
                                                 int N, int k, i64 ld, int *__restrict__ out_idx,
                                                 float *__restrict__ out_val)
 {
+    dsk_pdl_wait(); // launched with PDL: nothing is read or written before the previous grid is done
+    dsk_pdl_launch_next();
     const float *s = scores + (i64)blockIdx.x * ld;
     out_idx += (i64)blockIdx.x * k;
     out_val += (i64)blockIdx.x * k;

@@ -20,6 +20,8 @@ DSK_KERNEL void __launch_bounds__(ROWS_PER_BLOCK * 32)
     DSK_SYMBOL(const float *__restrict__ scores, const float *__restrict__ bias, int N, int k, i64 ld,
                int rows, int *__restrict__ out_idx, float *__restrict__ out_val)
 {
+    dsk_pdl_wait(); // launched with PDL: nothing is read or written before the previous grid is done
+    dsk_pdl_launch_next();
     const int lane = threadIdx.x & 31;
     const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
     if (row >= rows)

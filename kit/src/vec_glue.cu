@@ -105,7 +105,8 @@ template <int Q> __device__ __forceinline__ float qdq_scale(float amax)
 
 // One op of the launch, QDQ kind Q, on this block's VG_WARPS vectors.
 template <int Q>
-__device__ __forceinline__ void glue(const u16 *x, u16 *y, const u16 *__restrict__ w, const float *__restrict__ freqs,
+__device__ __forceinline__ void glue(const u16 *x, u16 *y, const int *__restrict__ yi, const u16 *__restrict__ w,
+                                     const float *__restrict__ freqs,
                                      const int *__restrict__ pos, int rows, int heads, int width, int x_stride,
                                      int y_stride, int rope_dim, int flags, float eps)
 {
@@ -126,9 +127,12 @@ __device__ __forceinline__ void glue(const u16 *x, u16 *y, const u16 *__restrict
     if (!share && vec >= nvec)
         return;
     const int row = (int)(vec / heads), head = (int)(vec % heads);
-    const bool live = vec < nvec;
+    // with yi, the row's result goes to y row yi[row], and nowhere when that is < 0 (the vector is then
+    // not computed: in a block that shares one row's angles, every warp skips alike)
+    const int yrow = vec < nvec && yi ? yi[row] : row;
+    const bool live = vec < nvec && yrow >= 0;
     const uint4 *xv = (const uint4 *)(x + (i64)row * x_stride + (i64)head * width);
-    uint4 *yv = (uint4 *)(y + (i64)row * y_stride + (i64)head * width);
+    uint4 *yv = (uint4 *)(y + (i64)yrow * y_stride + (i64)head * width);
 
     u32 v[P_C][4];
 #pragma unroll
@@ -255,13 +259,15 @@ __device__ __forceinline__ void glue(const u16 *x, u16 *y, const u16 *__restrict
 // the blocks past an op's vectors do nothing). P_Q 0..3: every op has that QDQ kind; VG_MIXED: each its
 // own (flags bits VG_Q_SHIFT..+1), a uniform branch per block.
 #define VG_OP_PARAMS(i)                                                                                          \
-    const u16 *x##i, u16 *y##i, const u16 *w##i, const float *f##i, const int *p##i, int h##i, int wd##i,       \
-        int xs##i, int ys##i, int rd##i, int fl##i, float e##i
-#define VG_OP_ARGS(i) x##i, y##i, w##i, f##i, p##i, rows, h##i, wd##i, xs##i, ys##i, rd##i, fl##i, e##i
+    const u16 *x##i, u16 *y##i, const int *yi##i, const u16 *w##i, const float *f##i, const int *p##i, int h##i, \
+        int wd##i, int xs##i, int ys##i, int rd##i, int fl##i, float e##i
+#define VG_OP_ARGS(i) x##i, y##i, yi##i, w##i, f##i, p##i, rows, h##i, wd##i, xs##i, ys##i, rd##i, fl##i, e##i
 
 DSK_KERNEL void __launch_bounds__(VG_WARPS * 32)
     DSK_SYMBOL(int rows, VG_OP_PARAMS(0), VG_OP_PARAMS(1), VG_OP_PARAMS(2))
 {
+    dsk_pdl_wait(); // launched with PDL: nothing is read or written before the previous grid is done
+    dsk_pdl_launch_next();
     const int o = blockIdx.y;
 #if P_Q == VG_MIXED
     const int q = ((o == 0 ? fl0 : o == 1 ? fl1 : fl2) >> VG_Q_SHIFT) & 3;

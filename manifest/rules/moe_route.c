@@ -13,3 +13,13 @@ int rule_moe_route_pick(int E, int k, rule_variant *v)
     snprintf(v->params, sizeof v->params, "NPL=%d", E <= 128 ? 4 : 12);
     return 0;
 }
+
+int rule_moe_route_plan_pick(int E, int k, rule_variant *v)
+{
+    rule_variant r;
+    if (rule_moe_route_pick(E, k, &r))
+        return -1;
+    v->family = "exl3_moe_plan";
+    snprintf(v->params, sizeof v->params, "T=1024,R=%d", E <= 128 ? 4 : 12);
+    return 0;
+}

@@ -60,6 +60,10 @@ void rule_cand_blocks_pick(rule_variant *scores, rule_variant *mask);
 int rule_cand_blocks_need_topk(long long NB, int cap);
 /* moe_route: the variant routing top k of E experts (k <= 16, E <= 384); -1 with a message otherwise. */
 int rule_moe_route_pick(int E, int k, rule_variant *v);
+/* The MoE's routing inside its plan launch (exl3_moe_plan with R = moe_route's NPL): for rounds of at
+ * most RULE_ROUTE_PLAN_ROWS rows (a warp routes each row, 32 warps), else moe_route then the plan. */
+enum { RULE_ROUTE_PLAN_ROWS = 64 };
+int rule_moe_route_plan_pick(int E, int k, rule_variant *v);
 /* sample: the one variant; slices of the vocabulary per row (a function of V: the order of its sums);
  * the top-k candidates top_k / top_p look at (1024, or V when smaller). */
 enum { RULE_SAMPLE_THREADS = 256, RULE_SAMPLE_PER_THREAD = 16, RULE_SAMPLE_CANDIDATES = 1024 };

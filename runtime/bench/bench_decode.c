@@ -31,7 +31,8 @@
 typedef struct {
     gpu_backend *b;
     const engine_backend_ops *ops;
-    double roof; /* GB/s */
+    double roof;      /* GB/s */
+    unsigned profile; /* bit R: after the rows-R line, its eager round's kernels (--profile) */
 } bench;
 
 typedef struct {
@@ -102,6 +103,11 @@ static int launch_layer_matmuls(void *p)
         const exl3_dev_linear *cg[2] = {&g->c_wkv, &g->c_wgate};
         rc = rc || op_exl3_grouped(b->k, b->s, cg, 2, b->xn, c->dim, R, b->a32, 2 * hd, EXL3_OUT_F32, &b->ws, EXL3_AUTO);
     }
+    /* a kv source's compressed rows' index keys: a row each at ratio 1, and in a graph at ratio 2 too (a
+     * graph pools every row, storing every other one) */
+    if (r->is_kv_source)
+        rc = rc || op_exl3_matmul(b->k, b->s, &g->ix_wk, b->lat, hd, R, b->ik, c->index_head_dim, EXL3_OUT_BF16,
+                                  &b->ws);
     if (r->is_index_source)
         rc = rc || op_exl3_matmul(b->k, b->s, &g->ix_wq_b, b->qkv, b->qkv_ld, R, b->qi,
                                   c->index_n_heads * c->index_head_dim, EXL3_OUT_BF16, &b->ws);
@@ -278,6 +284,13 @@ static int table(bench *B, int64_t C, int reps, dsk_rng *rng)
                per_layer, mm_layer,
                per_layer / mm_layer, bl / 1e6, per_layer * 1e-6 / (bl / (B->roof * 1e9)),
                (launches - b->outside_launches) / L);
+        if (!win && R < 32 && (B->profile >> R & 1)) {
+            b->use_graphs = 0;
+            if (kit_profile_begin() || round_time(B, rows, R, reps, &eager_ms, &launches) ||
+                kit_profile_end(stdout, reps + 1))
+                return -1;
+            b->use_graphs = 1;
+        }
     }
     /* the DSpark draft step: 5 drafts for 1, 4 and 16 sequences */
     for (int nd = 1; c->n_mtp_layers > 0 && nd <= MAX_SEQS && nd <= b->max_draft; nd *= 4) {
@@ -430,7 +443,7 @@ static int grammar_table(bench *B, const char *model, int64_t C, int reps)
 }
 
 static int bench_placement(const char *kit_path, const char *model, const char *place, const int64_t *contexts,
-                           int nctx, long reps, int with_grammar);
+                           int nctx, long reps, int with_grammar, unsigned profile);
 
 int bench_decode(int argc, char **argv)
 {
@@ -438,6 +451,7 @@ int bench_decode(int argc, char **argv)
     int64_t contexts[4] = {4096};
     int nctx = 1;
     long reps = 20, tp = 1;
+    unsigned profile = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
@@ -461,6 +475,17 @@ int bench_decode(int argc, char **argv)
                 fprintf(stderr, "dskit bench decode: %s\n", dsk_err_msg());
                 return 2;
             }
+        } else if (!strcmp(a, "--profile")) {
+            for (const char *q = v; *q;) {
+                char *end;
+                long x = strtol(q, &end, 10);
+                if (end == q || (x != 1 && x != 2 && x != 4 && x != 8 && x != 16)) {
+                    fprintf(stderr, "dskit bench decode: --profile '%s': row counts of 1, 2, 4, 8, 16, comma separated\n", v);
+                    return 2;
+                }
+                profile |= 1u << x;
+                q = *end == ',' ? end + 1 : end;
+            }
         } else if (!strcmp(a, "--contexts")) {
             nctx = 0;
             for (const char *q = v; *q && nctx < 4;) {
@@ -480,7 +505,8 @@ int bench_decode(int argc, char **argv)
     }
     if (!kit_path || !model) {
         fprintf(stderr, "usage: dskit bench decode --kit KIT --model DIR [--contexts 4096,65536] [--rounds N]\n"
-                        "                          [--engram host|device|nvme:DIR[,...]] [--tp 2]\n");
+                        "                          [--engram host|device|nvme:DIR[,...]] [--tp 2]\n"
+                        "                          [--profile 1,8]\n");
         return 2;
     }
     if (tp == 2) { /* the TP2 against TP1 table only (runtime/bench/bench_decode_tp.c) */
@@ -499,12 +525,12 @@ int bench_decode(int argc, char **argv)
     int rc = 0, first = 1;
     char *save = NULL;
     for (char *place = strtok_r(list, ",", &save); place && !rc; place = strtok_r(NULL, ",", &save), first = 0)
-        rc = bench_placement(kit_path, model, place, contexts, nctx, reps, first); /* the grammar table once */
+        rc = bench_placement(kit_path, model, place, contexts, nctx, reps, first, profile); /* the grammar table once */
     return rc;
 }
 
 static int bench_placement(const char *kit_path, const char *model, const char *place, const int64_t *contexts,
-                           int nctx, long reps, int with_grammar)
+                           int nctx, long reps, int with_grammar, unsigned profile)
 {
     int64_t cmax = 0;
     for (int i = 0; i < nctx; i++)
@@ -525,7 +551,7 @@ static int bench_placement(const char *kit_path, const char *model, const char *
     engine_info info = {0};
     engine_backend_args a = {&o, valid, &info, rank_xchg_single()};
     void *impl;
-    bench B = {0};
+    bench B = {.profile = profile};
     if (gpu_backend_open(&a, &impl, &B.ops)) {
         fprintf(stderr, "dskit bench decode: %s\n", dsk_err_msg());
         free(valid);

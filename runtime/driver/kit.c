@@ -181,8 +181,89 @@ unsigned long long kit_launches(void)
     return launches;
 }
 
+/* kit_profile_*: each kernel's launches and device time while a profile is on (one thread launches) */
+#define PROFILE_MAX 256
+static struct {
+    int on, n;
+    CUevent ev[2];
+    struct prof_kernel {
+        const char *symbol;
+        unsigned long long calls;
+        double us;
+    } k[PROFILE_MAX];
+} prof;
+
+int kit_profile_begin(void)
+{
+    CUresult r;
+    for (int i = 0; i < 2; i++)
+        if (!prof.ev[i] && (r = cu.cuEventCreate(&prof.ev[i], CU_EVENT_DEFAULT)) != CUDA_SUCCESS)
+            return dsk_cu_fail(r, "cuEventCreate"), dsk_err_ctx("starting the launch profile");
+    prof.on = 1, prof.n = 0;
+    return 0;
+}
+
+static int prof_cmp(const void *a, const void *b)
+{
+    double x = ((const struct prof_kernel *)a)->us, y = ((const struct prof_kernel *)b)->us;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+int kit_profile_end(FILE *f, double per)
+{
+    prof.on = 0;
+    qsort(prof.k, (size_t)prof.n, sizeof prof.k[0], prof_cmp);
+    double total = 0;
+    unsigned long long calls = 0;
+    for (int i = 0; i < prof.n; i++)
+        total += prof.k[i].us, calls += prof.k[i].calls;
+    fprintf(f, "  %-44s %9s %10s %8s\n", "kernel (eager, each launch waited for)", "launches", "us", "share");
+    for (int i = 0; i < prof.n; i++)
+        fprintf(f, "  %-44s %9.1f %10.1f %7.1f%%\n", prof.k[i].symbol, (double)prof.k[i].calls / per,
+                prof.k[i].us / per, total > 0 ? 100.0 * prof.k[i].us / total : 0.0);
+    fprintf(f, "  %-44s %9.1f %10.1f\n", "all", (double)calls / per, total / per);
+    prof.n = 0;
+    return 0;
+}
+
+static int prof_add(const char *symbol, float ms)
+{
+    int i = 0;
+    while (i < prof.n && strcmp(prof.k[i].symbol, symbol))
+        i++;
+    if (i == prof.n) {
+        if (prof.n == PROFILE_MAX)
+            return dsk_err("launch profile: more than %d kernels", PROFILE_MAX);
+        prof.k[prof.n++] = (struct prof_kernel){.symbol = symbol};
+    }
+    prof.k[i].calls++, prof.k[i].us += 1e3 * ms;
+    return 0;
+}
+
+static int launch(const kit_kernel *kk, unsigned gx, unsigned gy, unsigned gz, CUstream stream, void **args,
+                  int nargs);
+
 int kit_launch(const kit_kernel *kk, unsigned gx, unsigned gy, unsigned gz, CUstream stream, void **args,
                int nargs)
+{
+    if (!prof.on)
+        return launch(kk, gx, gy, gz, stream, args, nargs);
+    CUresult r;
+    float ms;
+    if ((r = cu.cuEventRecord(prof.ev[0], stream)) != CUDA_SUCCESS)
+        return dsk_cu_fail(r, "cuEventRecord"), dsk_err_ctx("profiling %s", kk->meta->symbol);
+    if (launch(kk, gx, gy, gz, stream, args, nargs))
+        return -1;
+    if ((r = cu.cuEventRecord(prof.ev[1], stream)) != CUDA_SUCCESS ||
+        (r = cu.cuEventSynchronize(prof.ev[1])) != CUDA_SUCCESS ||
+        (r = cu.cuEventElapsedTime(&ms, prof.ev[0], prof.ev[1])) != CUDA_SUCCESS)
+        return dsk_cu_fail(r, "timing a launch (profile on: the launches must not be captured)"),
+               dsk_err_ctx("profiling %s", kk->meta->symbol);
+    return prof_add(kk->meta->symbol, ms);
+}
+
+static int launch(const kit_kernel *kk, unsigned gx, unsigned gy, unsigned gz, CUstream stream, void **args,
+                  int nargs)
 {
     launches++;
     const mf_kernel *m = kk->meta;
@@ -193,7 +274,7 @@ int kit_launch(const kit_kernel *kk, unsigned gx, unsigned gy, unsigned gz, CUst
     if (!kk->fn)
         return dsk_err("launching %s: the kit is not loaded", m->symbol);
     CUresult r;
-    if (m->pdl) {
+    if (m->pdl && !kit_no_pdl()) {
         /* programmatic dependent launch: the kernel may start while the previous one on the stream
          * finishes; it waits for it (griddepcontrol.wait) before reading what it wrote */
         CUlaunchAttribute attr;
@@ -243,6 +324,12 @@ int kit_trace_launches(void)
 {
     static int v = -1;
     return env_switch("DSKIT_TRACE_LAUNCHES", &v);
+}
+
+int kit_no_pdl(void)
+{
+    static int v = -1;
+    return env_switch("DSKIT_NO_PDL", &v);
 }
 
 void kit_close(kit *k)

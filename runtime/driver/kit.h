@@ -9,6 +9,7 @@
 #include "runtime/driver/cuda_api.h"
 
 #include <stddef.h>
+#include <stdio.h>
 
 typedef struct {
     const mf_kernel *meta; /* family, symbol, variant parameters, launch facts */
@@ -52,8 +53,17 @@ int kit_sync_launches(void);
 /* DSKIT_TRACE_LAUNCHES set (not 0): each launch printed to stderr, its number, kernel and grid (what a
  * round or a layer launches; a graph's launches are printed when it is captured, not when replayed). */
 int kit_trace_launches(void);
+/* DSKIT_NO_PDL set (not 0): every kernel launched without programmatic dependent launch (its
+ * griddepcontrol instructions then return at once): the same bits, for measuring what PDL gives. */
+int kit_no_pdl(void);
 /* Kernel launches this process has made through kit_launch (benchmarks: launches per layer and round). */
 unsigned long long kit_launches(void);
+/* Per-kernel device time, for benchmarks: between kit_profile_begin and kit_profile_end every launch
+ * is bracketed by two events and waited for (so the launches must be eager, not captured), and its
+ * time added to its kernel's total. kit_profile_end prints the kernels by total time, per `per` calls
+ * (a benchmark's rounds), to f, and clears the totals. */
+int kit_profile_begin(void);
+int kit_profile_end(FILE *f, double per);
 int kit_launch(const kit_kernel *kk, unsigned gx, unsigned gy, unsigned gz, CUstream stream, void **args,
                int nargs);
 void kit_close(kit *k);

@@ -257,19 +257,16 @@ static int compressor(layer_ctx *L, int l, const gpu_block *g)
     }
     if (ne == 0)
         return 0;
-    /* index key from the pre-RoPE latent: k_norm(ix_wk lat), RoPE at the latent's position, FP4 e8m0; then
-     * (one launch) the latent: RoPE at its position, FP4 with e4m3 scales */
+    /* index key from the pre-RoPE latent: k_norm(ix_wk lat), RoPE at the latent's position, FP4 e8m0; and
+     * the latent: RoPE at its position, FP4 with e4m3 scales; one launch that stores both at their pool rows */
     TRY(op_exl3_matmul(b->k, b->s, &g->ix_wk, lat, hd, ne, b->ik, ihd, EXL3_OUT_BF16, &b->ws));
     vec_glue_op ikop = {.norm_w = g->ix_k_norm, .eps = c->norm_eps, .rope_dim = c->rope_head_dim,
                         .freqs = b->freqs[1], .pos = DEV(b, emit_pos[ratio]), .qdq = KVQ_FP4_E8M0};
     vec_glue_op lop = {.rope_dim = c->rope_head_dim, .freqs = b->freqs[1], .pos = DEV(b, emit_pos[ratio]),
                        .qdq = KVQ_FP4_E4M3};
-    vec_glue_call gc[2] = {{&ikop, b->ik, ihd, b->ik, ihd, 1, ihd}, {&lop, lat, hd, lat, hd, 1, hd}};
-    TRY(op_vec_glue_multi(b->k, b->s, gc, 2, ne));
-    /* both at their pool rows, one launch */
-    rows_copy_job kv[2] = {{b->ik, (int64_t)ihd * 2, 0, b->ikv[l], (int64_t)ihd * 2, DEV(b, emit_dst[ratio]), ne, ihd * 2},
-                           {lat, (int64_t)hd * 2, 0, b->ckv[l], (int64_t)hd * 2, DEV(b, emit_dst[ratio]), ne, hd * 2}};
-    return op_rows_copy_jobs(b->k, b->s, kv, 2);
+    CUdeviceptr dst = DEV(b, emit_dst[ratio]);
+    vec_glue_call gc[2] = {{&ikop, b->ik, ihd, b->ikv[l], ihd, 1, ihd, dst}, {&lop, lat, hd, b->ckv[l], hd, 1, hd, dst}};
+    return op_vec_glue_multi(b->k, b->s, gc, 2, ne);
 }
 
 /* The indexer of an index source: scores, the candidate blocks (candidate source), top-k into b->sel[l]. */
@@ -343,7 +340,9 @@ int gpu_wo_a(gpu_backend *b, const gpu_block *g, int R)
                              &b->ws, EXL3_AUTO);
 }
 
-static int attention(layer_ctx *L, int l, const gpu_block *g)
+/* ring_store: the copy of the round's window keys into the layer's ring, for the launch after the
+ * attention (n 0 in a DSpark stage, whose block keys are not cached) */
+static int attention(layer_ctx *L, int l, const gpu_block *g, rows_copy_job *ring_store)
 {
     gpu_backend *b = L->b;
     const model_config *c = b->cfg;
@@ -361,9 +360,9 @@ static int attention(layer_ctx *L, int l, const gpu_block *g)
     vec_glue_op kvop = {.norm_w = g->kv_norm, .eps = c->norm_eps, .rope_dim = c->rope_head_dim, .freqs = b->freqs[kind],
                         .pos = DEV(b, rope_pos), .qdq = KVQ_FP8_E4M3};
     vec_glue_op cn = {.norm_w = g->c_norm, .eps = c->norm_eps, .qdq = KVQ_NONE};
-    vec_glue_call gc[3] = {{&qn, b->qkv, b->qkv_ld, b->qkv, b->qkv_ld, 1, ql},
-                           {&kvop, b->qkv + (CUdeviceptr)ql * 2, b->qkv_ld, b->kv, hd, 1, hd},
-                           {&cn, b->qkv + (CUdeviceptr)(ql + hd) * 2, b->qkv_ld, b->lat, hd, 1, hd}};
+    vec_glue_call gc[3] = {{&qn, b->qkv, b->qkv_ld, b->qkv, b->qkv_ld, 1, ql, 0},
+                           {&kvop, b->qkv + (CUdeviceptr)ql * 2, b->qkv_ld, b->kv, hd, 1, hd, 0},
+                           {&cn, b->qkv + (CUdeviceptr)(ql + hd) * 2, b->qkv_ld, b->lat, hd, 1, hd, 0}};
     TRY(op_vec_glue_multi(b->k, b->s, gc, r->is_kv_source && ratio == 1 ? 3 : 2, R));
     TRY(op_exl3_matmul(b->k, b->s, &g->wq_b, b->qkv, b->qkv_ld, R, b->q, H * hd, EXL3_OUT_BF16, &b->ws));
     if (r->is_kv_source && compressor(L, l, g))
@@ -394,10 +393,11 @@ static int attention(layer_ctx *L, int l, const gpu_block *g)
         TRY(gpu_xchg_sum(b, b->y32, (int64_t)R * c->dim));
     } else
         TRY(op_exl3_matmul(b->k, b->s, &g->wo_b, b->z, G * ol, R, b->y16, c->dim, EXL3_OUT_BF16, &b->ws));
-    /* the round's window keys enter the ring last (earlier rows of the round read them from b->kv) */
-    if (stage)
-        return 0;
-    return op_rows_copy(b->k, b->s, b->kv, (int64_t)hd * 2, 0, ring, (int64_t)hd * 2, DEV(b, ring_dst), R, hd * 2);
+    /* the round's window keys enter the ring last (earlier rows of the round read them from b->kv): in
+     * the hc_post launch that follows */
+    *ring_store = (rows_copy_job){b->kv, (int64_t)hd * 2, 0, ring, (int64_t)hd * 2, DEV(b, ring_dst), stage ? 0 : R,
+                                  hd * 2};
+    return 0;
 }
 
 static int moe(layer_ctx *L, const gpu_block *g, int l)
@@ -406,7 +406,12 @@ static int moe(layer_ctx *L, const gpu_block *g, int l)
     const model_config *c = b->cfg;
     int R = L->sh->R, d = c->dim, E = g->n_experts, Kx = g->n_active;
     TRY(op_rowmm_bf16(b->k, b->s, b->xn, g->gate, b->gate_logits, R, d, E));
-    TRY(op_moe_route(b->k, b->s, b->gate_logits, E, g->gate_bias, R, E, Kx, c->route_scale, b->moe_ids, b->moe_w, 0));
+    /* a decode round's few rows are routed inside the MoE's plan launch (the same bits); image rows are
+     * routed again over bias_vl (below) before the MoE, and a hook reads the routes first: apart */
+    int in_plan = R <= RULE_ROUTE_PLAN_ROWS && !b->img_n && !b->hook;
+    if (!in_plan)
+        TRY(op_moe_route(b->k, b->s, b->gate_logits, E, g->gate_bias, R, E, Kx, c->route_scale, b->moe_ids, b->moe_w,
+                         0));
     /* image positions pick their experts with bias_vl (vision.md §3.8): their runs routed again over it */
     for (int k = 0; b->img_n && l < c->n_layers && k < b->img_nruns; k++) {
         int r0 = b->img_runs[k].row0;
@@ -419,8 +424,13 @@ static int moe(layer_ctx *L, const gpu_block *g, int l)
         b->hook(b->hook_ctx, l, GPU_HOOK_ROUTE, b->moe_ids, b->gate_logits, E, R);
     }
     /* the rank's experts (ascending id), the ranks' partials summed in rank order, then the shared expert */
-    TRY(op_exl3_moe(b->k, b->s, &g->experts, b->xn, d, R, b->moe_ids, b->moe_w, Kx, g->e0, b->y32, d, 0, &b->ws,
-                    EXL3_AUTO));
+    exl3_router rt = {b->gate_logits, E, g->gate_bias, E, c->route_scale};
+    if (in_plan)
+        TRY(op_exl3_moe_route(b->k, b->s, &g->experts, b->xn, d, R, &rt, b->moe_ids, b->moe_w, Kx, g->e0, b->y32, d, 0,
+                              &b->ws, EXL3_AUTO));
+    else
+        TRY(op_exl3_moe(b->k, b->s, &g->experts, b->xn, d, R, b->moe_ids, b->moe_w, Kx, g->e0, b->y32, d, 0, &b->ws,
+                        EXL3_AUTO));
     TRY(gpu_xchg_sum(b, b->y32, (int64_t)R * d));
     /* into y32: hc_post rounds it to bf16 */
     return op_exl3_moe(b->k, b->s, &g->shared, b->xn, d, R, 0, 0, 1, 0, b->y32, d, 1, &b->ws, EXL3_AUTO);
@@ -463,12 +473,11 @@ int gpu_layer(layer_ctx *L, int l)
     mhc_pre_call ap = {b->X, L->pi, L->pi_stride, g->attn_norm, c->norm_eps, b->xn, 0};
     TRY(op_mhc_mix_pre(b->k, b->s, &md, b->X, g->hc_fn[0], g->hc_base[0], g->hc_scale[0], b->coef, R, b->ws_misc, mws,
                        b->mix_cnt, &ap));
-    if (attention(L, l, g))
+    rows_copy_job ring_store;
+    if (attention(L, l, g, &ring_store))
         return dsk_err_ctx("layer %d: attention", l);
-    if (b->xchg->tp > 1)
-        TRY(op_mhc_post_f32(b->k, b->s, b->y32, b->X, b->coef, b->X2, R, hc, d));
-    else
-        TRY(op_mhc_post(b->k, b->s, b->y16, b->X, b->coef, b->X2, R, hc, d));
+    int tp = b->xchg->tp;
+    TRY(op_mhc_post_copy(b->k, b->s, tp > 1 ? b->y32 : b->y16, tp > 1, b->X, b->coef, b->X2, R, hc, d, &ring_store));
     if (b->hook) {
         CU_TRY(cu.cuStreamSynchronize(b->s));
         b->hook(b->hook_ctx, l, GPU_HOOK_ATTN_OUT, b->X2, 0, 0, R);

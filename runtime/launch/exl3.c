@@ -318,11 +318,18 @@ size_t exl3_ws_bytes_moe(const exl3_moe_experts *E, int rows, int topk)
     return layout_moe(E, rows, topk > 0 ? topk : 1, 1, rule_exl3_bucket(rows), 0).end;
 }
 
-int op_exl3_moe(const kit *k, CUstream s, const exl3_moe_experts *E, CUdeviceptr x, int ldx, int rows,
-                CUdeviceptr route, CUdeviceptr weights, int topk, int e_lo, CUdeviceptr y, int ldy, int accumulate,
-                const exl3_workspace *ws, exl3_force force)
+static int moe_run(const kit *k, CUstream s, const exl3_moe_experts *E, CUdeviceptr x, int ldx, int rows,
+                   const exl3_router *rt, CUdeviceptr route, CUdeviceptr weights, int topk, int e_lo, CUdeviceptr y,
+                   int ldy, int accumulate, const exl3_workspace *ws, exl3_force force)
 {
-    const char *what = "exl3 moe";
+    const char *what = rt ? "exl3 moe (routed in its plan)" : "exl3 moe";
+    if (rt) {
+        if (!route || rows > RULE_ROUTE_PLAN_ROWS)
+            return dsk_err("%s: %d rows (1..%d) and the ids' buffer are needed", what, rows, RULE_ROUTE_PLAN_ROWS);
+        if (!rt->logits || !rt->bias || (rt->logits & 3) || (rt->bias & 3) || rt->ld < rt->n_experts)
+            return dsk_err("%s: the gate logits and bias must be 4-byte aligned device pointers, the logits' row "
+                           "stride (%lld) at least the %d experts", what, (long long)rt->ld, rt->n_experts);
+    }
     if (!E || !E->table || E->nexp < 1)
         return dsk_err("%s: the experts were not set up by exl3_moe_experts_init", what);
     if (check_rows(what, rows, ldx, ldy, E->k, E->k))
@@ -350,16 +357,26 @@ int op_exl3_moe(const kit *k, CUstream s, const exl3_moe_experts *E, CUdeviceptr
                        lay.eu_counters + lay.row_counters, EXL3_WS_COUNTER_BYTES / 4);
     const kit_kernel *up = kit_findf(k, "exl3_mm", "K=%d,CB=%d,M=%d", E->K_up, E->codebook, bucket);
     const kit_kernel *down = up ? kit_findf(k, "exl3_mm", "K=%d,CB=%d,M=%d", E->K_down, E->codebook, bucket) : NULL;
-    const kit_kernel *plan_k = down && routed ? kit_find(k, "exl3_moe_plan", "T=1024") : NULL;
+    const kit_kernel *plan_k = NULL;
+    if (down && routed && rt) {
+        rule_variant pv;
+        plan_k = rule_moe_route_plan_pick(rt->n_experts, topk, &pv) ? NULL : kit_find(k, pv.family, pv.params);
+    } else if (down && routed)
+        plan_k = kit_find(k, "exl3_moe_plan", "T=1024,R=0");
     if (!down || (routed && !plan_k))
         return -1;
     CUdeviceptr plan = routed ? ws->ptr + lay.plan : 0, h = ws->ptr + lay.h, yslot = ws->ptr + lay.yslot;
     CUdeviceptr part = ws->ptr + lay.part, cnt = ws->ptr, rcnt = ws->ptr + (CUdeviceptr)lay.eu_counters * 4, zero = 0;
     int tcap = lay.tcap, n = E->n, kdim = E->k, nexp = E->nexp;
     if (routed) {
-        CUdeviceptr yz = accumulate ? 0 : y;
-        void *pargs[] = {&route, &rows, &topk, &e_lo, &nexp, &bucket, &tcap, &plan, &yz, &ldy, &kdim};
-        if (kit_launch(plan_k, 1, 1, 1, s, pargs, 11))
+        CUdeviceptr yz = accumulate ? 0 : y, lg = rt ? rt->logits : 0, bias = rt ? rt->bias : 0;
+        CUdeviceptr rw = rt ? weights : 0;
+        int64_t ld = rt ? rt->ld : 0;
+        int ne = rt ? rt->n_experts : 0;
+        float scale = rt ? rt->route_scale : 0.0f;
+        void *pargs[] = {&route, &rows, &topk, &e_lo, &nexp, &bucket, &tcap, &plan, &yz,
+                         &ldy,   &kdim, &lg,   &ld,   &bias, &ne,     &scale, &rw};
+        if (kit_launch(plan_k, 1, 1, 1, s, pargs, 17))
             return dsk_err_ctx("%s: plan", what);
     }
     int nmat = 1, flags = fold ? EXL3_F_FOLD : 0, mode = EXL3_MODE_MOE_UP;
@@ -378,6 +395,22 @@ int op_exl3_moe(const kit *k, CUstream s, const exl3_moe_experts *E, CUdeviceptr
     if (kit_launch(down, items, 1, 1, s, dargs, 21))
         return dsk_err_ctx("%s: down", what);
     return 0;
+}
+
+int op_exl3_moe(const kit *k, CUstream s, const exl3_moe_experts *E, CUdeviceptr x, int ldx, int rows,
+                CUdeviceptr route, CUdeviceptr weights, int topk, int e_lo, CUdeviceptr y, int ldy, int accumulate,
+                const exl3_workspace *ws, exl3_force force)
+{
+    return moe_run(k, s, E, x, ldx, rows, NULL, route, weights, topk, e_lo, y, ldy, accumulate, ws, force);
+}
+
+int op_exl3_moe_route(const kit *k, CUstream s, const exl3_moe_experts *E, CUdeviceptr x, int ldx, int rows,
+                      const exl3_router *rt, CUdeviceptr route, CUdeviceptr weights, int topk, int e_lo, CUdeviceptr y,
+                      int ldy, int accumulate, const exl3_workspace *ws, exl3_force force)
+{
+    if (!rt)
+        return dsk_err("exl3 moe (routed in its plan): no router given");
+    return moe_run(k, s, E, x, ldx, rows, rt, route, weights, topk, e_lo, y, ldy, accumulate, ws, force);
 }
 
 int op_exl3_reconstruct(const kit *k, CUstream s, const exl3_dev_linear *L, CUdeviceptr out, int original_basis)

@@ -106,6 +106,23 @@ int op_exl3_moe(const kit *k, CUstream s, const exl3_moe_experts *E, CUdeviceptr
                 CUdeviceptr route, CUdeviceptr weights, int topk, int e_lo, CUdeviceptr y, int ldy, int accumulate,
                 const exl3_workspace *ws, exl3_force force);
 
+/* The router op_exl3_moe_route runs in the plan's launch: gate logits fp32 [rows] with row stride ld
+ * (n_experts of them), bias fp32 [n_experts], route_scale: moe_route's rule (runtime/launch/moe_route.h). */
+typedef struct {
+    CUdeviceptr logits;
+    int64_t ld;
+    CUdeviceptr bias;
+    int n_experts;
+    float route_scale;
+} exl3_router;
+
+/* op_exl3_moe with the rows routed inside the plan's launch (1..RULE_ROUTE_PLAN_ROWS rows): route and
+ * weights (int32 / fp32 [rows][topk]) are written there, the bits op_moe_route writes, then used as
+ * op_exl3_moe uses them; one launch fewer. */
+int op_exl3_moe_route(const kit *k, CUstream s, const exl3_moe_experts *E, CUdeviceptr x, int ldx, int rows,
+                      const exl3_router *rt, CUdeviceptr route, CUdeviceptr weights, int topk, int e_lo, CUdeviceptr y,
+                      int ldy, int accumulate, const exl3_workspace *ws, exl3_force force);
+
 /* W_hat (k × n fp16, bit-exact decode) or, with original_basis, W = diag(suh)·H·W_hat·H·diag(svh) as
  * k × n fp32, row-major (in, out). */
 int op_exl3_reconstruct(const kit *k, CUstream s, const exl3_dev_linear *L, CUdeviceptr out, int original_basis);

@@ -176,8 +176,8 @@ int op_mhc_pre(const kit *k, CUstream s, CUdeviceptr x, CUdeviceptr w, int w_str
     return 0;
 }
 
-static int post(const kit *k, CUstream s, CUdeviceptr y, int y_f32, CUdeviceptr x, CUdeviceptr coef, CUdeviceptr xout,
-                int rows, int hc, int d)
+int op_mhc_post_copy(const kit *k, CUstream s, CUdeviceptr y, int y_f32, CUdeviceptr x, CUdeviceptr coef,
+                     CUdeviceptr xout, int rows, int hc, int d, const rows_copy_job *copy)
 {
     if (check_width("mhc_post", hc, d, rows))
         return -1;
@@ -188,28 +188,43 @@ static int post(const kit *k, CUstream s, CUdeviceptr y, int y_f32, CUdeviceptr 
     if (overlaps(xout, xb, x, xb) || overlaps(xout, xb, y, (size_t)rows * d * (y_f32 ? 4 : 2)) ||
         overlaps(xout, xb, coef, (size_t)rows * (2 + hc) * hc * 4))
         return dsk_err("mhc_post: xout overlaps x, y or coef (it is never computed in place)");
-    if (rows == 0)
+    rows_copy_job none = {0};
+    int cn = copy ? copy->n : 0;
+    if (cn > 0) {
+        if (rows_copy_job_check(copy, 0))
+            return dsk_err_ctx("mhc_post: its rows copy");
+        if (!copy->src_idx && overlaps(copy->src, (size_t)(cn - 1) * copy->src_stride + copy->row_bytes, xout, xb))
+            return dsk_err("mhc_post: the rows copy reads xout, which the post writes in the same launch");
+    } else
+        copy = &none;
+    if (rows == 0 && cn == 0)
         return 0;
     rule_variant v;
     rule_mhc_post_pick(hc, &v);
     const kit_kernel *kk = kit_find(k, v.family, v.params);
     if (!kk)
         return -1;
-    int64_t threads = (int64_t)rows * (d / 8);
-    void *args[] = {&y, &x, &coef, &xout, &rows, &d, &y_f32};
-    if (kit_launch(kk, (unsigned)((threads + 255) / 256), 1, 1, s, args, 7))
-        return dsk_err_ctx("mhc_post %s: %d rows of %d", v.params, rows, d);
+    int64_t post_blocks = ((int64_t)rows * (d / 8) + 255) / 256;
+    int64_t copy_blocks = ((int64_t)cn * (copy->row_bytes / 16) + 255) / 256;
+    if (post_blocks + copy_blocks > INT32_MAX)
+        return dsk_err("mhc_post: %d rows and a copy of %d rows are too large for one launch", rows, cn);
+    rows_copy_job j = *copy;
+    j.n = cn;
+    void *args[] = {&y,     &x,         &coef,  &xout,         &rows,     &d,   &y_f32,      &j.src,
+                    &j.src_stride, &j.src_idx, &j.dst, &j.dst_stride, &j.dst_idx, &j.n, &j.row_bytes};
+    if (kit_launch(kk, (unsigned)(post_blocks + copy_blocks), 1, 1, s, args, 15))
+        return dsk_err_ctx("mhc_post %s: %d rows of %d%s", v.params, rows, d, cn ? " and a rows copy" : "");
     return 0;
 }
 
 int op_mhc_post(const kit *k, CUstream s, CUdeviceptr y, CUdeviceptr x, CUdeviceptr coef, CUdeviceptr xout, int rows,
                 int hc, int d)
 {
-    return post(k, s, y, 0, x, coef, xout, rows, hc, d);
+    return op_mhc_post_copy(k, s, y, 0, x, coef, xout, rows, hc, d, NULL);
 }
 
 int op_mhc_post_f32(const kit *k, CUstream s, CUdeviceptr y, CUdeviceptr x, CUdeviceptr coef, CUdeviceptr xout,
                     int rows, int hc, int d)
 {
-    return post(k, s, y, 1, x, coef, xout, rows, hc, d);
+    return op_mhc_post_copy(k, s, y, 1, x, coef, xout, rows, hc, d, NULL);
 }

@@ -9,6 +9,7 @@
 
 #include "kit/src/mhc_abi.cuh"
 #include "runtime/driver/kit.h"
+#include "runtime/launch/rows_copy.h"
 
 #include <stddef.h>
 
@@ -58,5 +59,11 @@ int op_mhc_post(const kit *k, CUstream s, CUdeviceptr y, CUdeviceptr x, CUdevice
  * op_cast_bf16 into a bf16 y followed by op_mhc_post, in one launch. */
 int op_mhc_post_f32(const kit *k, CUstream s, CUdeviceptr y, CUdeviceptr x, CUdeviceptr coef, CUdeviceptr xout,
                     int rows, int hc, int d);
+/* Either of the two (y_f32) with a rows copy in the same launch, as extra CTAs: the bits of the post
+ * followed by op_rows_copy_jobs(copy, 1). The copy must neither read what the post writes (xout) nor
+ * write what it reads or writes (the launcher checks the copy's source rows against xout; its
+ * destination rows, behind an index list, are the caller's to keep apart). copy NULL or of 0 rows: none. */
+int op_mhc_post_copy(const kit *k, CUstream s, CUdeviceptr y, int y_f32, CUdeviceptr x, CUdeviceptr coef,
+                     CUdeviceptr xout, int rows, int hc, int d, const rows_copy_job *copy);
 
 #endif

@@ -5,7 +5,7 @@
 
 #include <limits.h>
 
-static int check_job(const rows_copy_job *j, int i)
+int rows_copy_job_check(const rows_copy_job *j, int i)
 {
     if (j->n < 0 || j->row_bytes <= 0 || j->row_bytes % 16)
         return dsk_err("rows_copy: copy %d: %d rows of %d bytes (n >= 0, row_bytes a positive multiple of 16)", i,
@@ -26,7 +26,7 @@ int op_rows_copy_jobs(const kit *k, CUstream s, const rows_copy_job *jobs, int n
         return dsk_err("rows_copy: %d copies in one launch (1 or 2)", njobs);
     int64_t most = 0;
     for (int i = 0; i < njobs; i++) {
-        if (check_job(&jobs[i], i))
+        if (rows_copy_job_check(&jobs[i], i))
             return -1;
         int64_t t = (int64_t)jobs[i].n * (jobs[i].row_bytes / 16);
         most = t > most ? t : most;

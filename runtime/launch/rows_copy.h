@@ -27,6 +27,9 @@ typedef struct {
     int n, row_bytes;
 } rows_copy_job;
 
+/* One copy's checks (i names it in the message): what op_rows_copy_jobs refuses. */
+int rows_copy_job_check(const rows_copy_job *j, int i);
+
 /* 1 or 2 independent copies in one launch (what op_rows_copy does for each, in either order): neither may
  * write what the other reads or writes. */
 int op_rows_copy_jobs(const kit *k, CUstream s, const rows_copy_job *jobs, int njobs);

@@ -25,8 +25,9 @@ size_t op_sparse_attn_ws_bytes_form(const sparse_attn_args *a, int split)
 {
     if (!want_split(a, split) || a->rows <= 0 || a->heads <= 0 || a->max_list <= 0)
         return 0;
-    return (size_t)a->rows * (size_t)groups_of(a->heads) * (size_t)blocks_of(a->max_list) *
-           SPARSE_ATTN_WS_BLOCK((size_t)a->head_dim) * sizeof(float);
+    size_t pairs = (size_t)a->rows * (size_t)groups_of(a->heads);
+    return pairs * (size_t)blocks_of(a->max_list) * SPARSE_ATTN_WS_BLOCK((size_t)a->head_dim) * sizeof(float) +
+           pairs * SPARSE_ATTN_WS_COUNTERS * sizeof(uint32_t); /* the fold's arrival counters */
 }
 
 size_t op_sparse_attn_ws_bytes(const sparse_attn_args *a)
@@ -120,13 +121,12 @@ int op_sparse_attn_form(const kit *k, CUstream s, const sparse_attn_args *a, int
     }
     const kit_kernel *k1 = variant(k, a->head_dim, SPARSE_ATTN_MODE_SCORES);
     const kit_kernel *k2v = k1 ? variant(k, a->head_dim, SPARSE_ATTN_MODE_VALUES) : NULL;
-    const kit_kernel *k3 = k2v ? variant(k, a->head_dim, SPARSE_ATTN_MODE_MERGE) : NULL;
-    if (!k3)
+    if (!k2v)
         return -1;
-    if (kit_launch(k1, groups, (unsigned)rows, (unsigned)max_blocks, s, args, 18) ||
-        kit_launch(k2v, groups, (unsigned)rows, (unsigned)max_blocks, s, args, 18))
+    /* the scores (and the counters zeroed), then the values, whose last CTA per row and head group folds */
+    if (kit_launch(k1, groups, (unsigned)rows, (unsigned)max_blocks, s, args, 18))
         return -1;
-    return kit_launch(k3, groups, (unsigned)rows, (unsigned)(a->head_dim / SPARSE_ATTN_MERGE_DIMS), s, args, 18);
+    return kit_launch(k2v, groups, (unsigned)rows, (unsigned)max_blocks, s, args, 18);
 }
 
 int op_sparse_attn(const kit *k, CUstream s, const sparse_attn_args *a)

@@ -37,7 +37,7 @@ int op_sparse_attn(const kit *k, CUstream s, const sparse_attn_args *a);
 /* Workspace bytes the launch needs (0 when the rule does not split it). */
 size_t op_sparse_attn_ws_bytes(const sparse_attn_args *a);
 /* The form forced, for tests and benchmarks: split 0 walks each list in one CTA, 1 splits it per block
- * (three launches), -1 the rule's choice. The bits of every row are the same in both forms. */
+ * (two launches), -1 the rule's choice. The bits of every row are the same in both forms. */
 int op_sparse_attn_form(const kit *k, CUstream s, const sparse_attn_args *a, int split);
 size_t op_sparse_attn_ws_bytes_form(const sparse_attn_args *a, int split);
 

@@ -43,6 +43,9 @@ static int check_call(const vec_glue_call *c, int rows, int i)
     if (c->x_stride < heads * width || c->x_stride % 8 || c->y_stride < heads * width || c->y_stride % 8)
         return dsk_err("vec_glue: row strides %d (x) and %d (y) must be multiples of 8 and at least heads·width = %d",
                        c->x_stride, c->y_stride, heads * width);
+    if (c->y_idx && (c->x == c->y || c->y_idx % 4))
+        return dsk_err("vec_glue: a y row index (%#llx) needs y apart from x and 4-byte alignment",
+                       (unsigned long long)c->y_idx);
     if (c->x == c->y && c->x_stride != c->y_stride)
         return dsk_err("vec_glue: in place (x == y) with different row strides %d and %d", c->x_stride, c->y_stride);
     if (check_ptr(c->x, "x") || check_ptr(c->y, "y") || (op->norm_w && check_ptr(op->norm_w, "the norm weight")) ||
@@ -74,28 +77,29 @@ int op_vec_glue_multi(const kit *k, CUstream s, const vec_glue_call *calls, int 
         return -1;
     /* the kernel's three op slots; unused ones copy op 0 (never run: grid y is n) */
     struct {
-        CUdeviceptr x, y, w, freqs, pos;
+        CUdeviceptr x, y, yi, w, freqs, pos;
         int heads, width, x_stride, y_stride, rope_dim, flags;
         float eps;
     } a[VG_MAX_OPS];
     for (int i = 0; i < VG_MAX_OPS; i++) {
         const vec_glue_call *c = &calls[i < n ? i : 0];
         const vec_glue_op *op = c->op;
-        a[i].x = c->x, a[i].y = c->y, a[i].w = op->norm_w, a[i].freqs = op->freqs, a[i].pos = op->pos;
+        a[i].x = c->x, a[i].y = c->y, a[i].yi = c->y_idx, a[i].w = op->norm_w, a[i].freqs = op->freqs, a[i].pos = op->pos;
         a[i].heads = c->heads, a[i].width = c->width, a[i].x_stride = c->x_stride, a[i].y_stride = c->y_stride;
         a[i].rope_dim = op->rope_dim, a[i].eps = op->eps;
         a[i].flags = (op->norm_w ? VG_NORM : 0) | (op->rope_dim ? VG_ROPE : 0) | (op->inverse ? VG_INVERSE : 0) |
                      (int)op->qdq << VG_Q_SHIFT;
     }
-    void *args[1 + 12 * VG_MAX_OPS];
+    enum { PER_OP = 13 };
+    void *args[1 + PER_OP * VG_MAX_OPS];
     args[0] = &rows;
     for (int i = 0; i < VG_MAX_OPS; i++) {
-        void **p = args + 1 + 12 * i;
-        p[0] = &a[i].x, p[1] = &a[i].y, p[2] = &a[i].w, p[3] = &a[i].freqs, p[4] = &a[i].pos, p[5] = &a[i].heads;
-        p[6] = &a[i].width, p[7] = &a[i].x_stride, p[8] = &a[i].y_stride, p[9] = &a[i].rope_dim, p[10] = &a[i].flags;
-        p[11] = &a[i].eps;
+        void **p = args + 1 + PER_OP * i;
+        p[0] = &a[i].x, p[1] = &a[i].y, p[2] = &a[i].yi, p[3] = &a[i].w, p[4] = &a[i].freqs, p[5] = &a[i].pos;
+        p[6] = &a[i].heads, p[7] = &a[i].width, p[8] = &a[i].x_stride, p[9] = &a[i].y_stride, p[10] = &a[i].rope_dim;
+        p[11] = &a[i].flags, p[12] = &a[i].eps;
     }
-    if (kit_launch(kk, (unsigned)blocks, (unsigned)n, 1, s, args, 1 + 12 * VG_MAX_OPS))
+    if (kit_launch(kk, (unsigned)blocks, (unsigned)n, 1, s, args, 1 + PER_OP * VG_MAX_OPS))
         return dsk_err_ctx("vec_glue %s", v.params);
     return 0;
 }
@@ -103,6 +107,6 @@ int op_vec_glue_multi(const kit *k, CUstream s, const vec_glue_call *calls, int 
 int op_vec_glue(const kit *k, CUstream s, const vec_glue_op *op, CUdeviceptr x, int x_stride, CUdeviceptr y,
                 int y_stride, int rows, int heads, int width)
 {
-    vec_glue_call c = {op, x, x_stride, y, y_stride, heads, width};
+    vec_glue_call c = {op, x, x_stride, y, y_stride, heads, width, 0};
     return op_vec_glue_multi(k, s, &c, 1, rows);
 }

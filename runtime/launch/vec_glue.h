@@ -28,7 +28,7 @@ typedef struct {
 int op_vec_glue(const kit *k, CUstream s, const vec_glue_op *op, CUdeviceptr x, int x_stride, CUdeviceptr y,
                 int y_stride, int rows, int heads, int width);
 
-/* One op of a launch: op_vec_glue's arguments but the rows. */
+/* One op of a launch: op_vec_glue's arguments but the rows, and where the rows go. */
 typedef struct {
     const vec_glue_op *op;
     CUdeviceptr x;
@@ -36,6 +36,9 @@ typedef struct {
     CUdeviceptr y;
     int y_stride;
     int heads, width;
+    /* i32 [rows] on the device, or 0: row r's vectors go to y row y_idx[r] (none when < 0: a store into
+     * cache rows, no copy after). Out of place only (y != x), no two rows to one y row. */
+    CUdeviceptr y_idx;
 } vec_glue_call;
 
 /* 1..VG_MAX_OPS (3) independent ops on the same rows in one launch, each what op_vec_glue does with it: no

@@ -4,9 +4,12 @@
  * L2 error <= 1e-3 at the model's shapes and at small odd ones; row invariance bit for bit (each row
  * of a launch equals the row launched alone, for every bucket and plan); grouped == separate launches;
  * MoE with random routing, shared experts, expert-parallel skipping. */
+#include "runtime/common/error.h"
 #include "runtime/common/numerics.h"
 #include "runtime/common/rng.h"
+#include "manifest/rules/rules.h"
 #include "runtime/launch/exl3.h"
+#include "runtime/launch/moe_route.h"
 #include "runtime/ref/exl3.h"
 #include "runtime/ref/exl3_moe.h"
 #include "tests/gpu/gpu_check.h"
@@ -644,6 +647,61 @@ static void moe_case(gpu_ctx *c, dsk_rng *r, const rmoe *M, const rmoe *shared, 
     free(route);
 }
 
+/* The rows routed inside the plan's launch (op_exl3_moe_route) == op_moe_route then op_exl3_moe, bit for
+ * bit: ids, weights and y. Gate logits random over E experts (E = 384 or 128: both routing variants) of
+ * which the table holds M's (ids [e_lo, e_lo + nexp)); rows whose experts are all elsewhere get y = 0 in
+ * both. */
+static void route_plan_case(gpu_ctx *c, dsk_rng *r, const rmoe *M, int rows, int E, int topk, int e_lo)
+{
+    int k = M->E.k;
+    uint16_t *xb = xmalloc((size_t)rows * k * 2);
+    float *xf = xmalloc((size_t)rows * k * 4), *lg = xmalloc((size_t)rows * E * 4), *bias = xmalloc((size_t)E * 4);
+    rand_x(r, rows, k, k, xb, xf);
+    for (int i = 0; i < rows * E; i++)
+        lg[i] = 2.0f * dsk_rng_normal(r);
+    for (int e = 0; e < E; e++)
+        bias[e] = 0.1f * dsk_rng_normal(r);
+    size_t nb = (size_t)rows * topk * 4, yb = (size_t)rows * k * 4;
+    CUdeviceptr dx = dev_upload(xb, (size_t)rows * k * 2), dl = dev_upload(lg, (size_t)rows * E * 4),
+                db = dev_upload(bias, (size_t)E * 4), ids[2], w[2], y[2];
+    ws_need(c, exl3_ws_bytes_moe(&M->E, rows, topk));
+    for (int v = 0; v < 2; v++) {
+        ids[v] = dev_alloc(nb), w[v] = dev_alloc(nb), y[v] = dev_alloc(yb);
+        must(cu.cuMemsetD32(y[v], 0x7fc00000u, (size_t)rows * k) != CUDA_SUCCESS, "cuMemsetD32");
+    }
+    const float scale = 2.5f;
+    must(op_moe_route(c->k, c->s, dl, E, db, rows, E, topk, scale, ids[0], w[0], 0), "op_moe_route");
+    must(op_exl3_moe(c->k, c->s, &M->E, dx, k, rows, ids[0], w[0], topk, e_lo, y[0], k, 0, &ws, EXL3_AUTO),
+         "op_exl3_moe");
+    exl3_router rt = {dl, E, db, E, scale};
+    must(op_exl3_moe_route(c->k, c->s, &M->E, dx, k, rows, &rt, ids[1], w[1], topk, e_lo, y[1], k, 0, &ws, EXL3_AUTO),
+         "op_exl3_moe_route");
+    dev_sync(c);
+    int32_t *i0 = xmalloc(nb), *i1 = xmalloc(nb);
+    float *w0 = xmalloc(nb), *w1 = xmalloc(nb), *y0 = xmalloc(yb), *y1 = xmalloc(yb);
+    dev_download(i0, ids[0], nb), dev_download(i1, ids[1], nb);
+    dev_download(w0, w[0], nb), dev_download(w1, w[1], nb);
+    dev_download(y0, y[0], yb), dev_download(y1, y[1], yb);
+    int local = 0;
+    for (int i = 0; i < rows * topk; i++)
+        local += i0[i] >= e_lo && i0[i] < e_lo + M->nexp;
+    int same_ids = !memcmp(i0, i1, nb), same_w = !memcmp(w0, w1, nb), same_y = !memcmp(y0, y1, yb);
+    char shape[96];
+    snprintf(shape, sizeof shape, "routed in the plan: rows %d, top %d of %d, %d local slots", rows, topk, E, local);
+    check(c, same_ids && same_w && same_y, "exl3_moe", shape,
+          "== moe_route then the MoE: ids %s, weights %s, y %s", same_ids ? "equal" : "DIFFER",
+          same_w ? "equal" : "DIFFER", same_y ? "equal" : "DIFFER");
+    if (rows == 1) {
+        int rc = op_exl3_moe_route(c->k, c->s, &M->E, dx, k, RULE_ROUTE_PLAN_ROWS + 1, &rt, ids[1], w[1], topk, e_lo,
+                                   y[1], k, 0, &ws, EXL3_AUTO);
+        check(c, rc != 0, "exl3_moe", "routed in the plan, too many rows", "refused: %s", rc ? dsk_err_msg() : "NO");
+    }
+    for (int v = 0; v < 2; v++)
+        dev_free(ids[v]), dev_free(w[v]), dev_free(y[v]);
+    dev_free(dx), dev_free(dl), dev_free(db);
+    free(xb), free(xf), free(lg), free(bias), free(i0), free(i1), free(w0), free(w1), free(y0), free(y1);
+}
+
 void test_exl3_moe(gpu_ctx *c)
 {
     dsk_rng r = fresh_rng(0x5eed);
@@ -664,6 +722,14 @@ void test_exl3_moe(gpu_ctx *c)
     rmoe_make(&S, &r, 1, sm ? 640 : 5120, sm ? 256 : 2304, 4, 4, 2);
     moe_case(c, &r, &M, &S, 1, 6, 16, 0, "model");
     moe_case(c, &r, &M, &S, 8, 6, 16, 0, "model");
+    /* routing in the plan's launch: 16 of 16 experts local (NPL 4), 16 of 384 (NPL 12: most slots
+     * elsewhere), rows up to the rule's cap */
+    const int rp_rows[] = {1, 2, 7, 16, 33, RULE_ROUTE_PLAN_ROWS};
+    for (int i = 0; i < 6; i++) {
+        route_plan_case(c, &r, &M, rp_rows[i], 16, 6, 0);
+        route_plan_case(c, &r, &M, rp_rows[i], 384, 6, 0);
+    }
+    route_plan_case(c, &r, &M, 5, 128, 6, 100); /* the drafter's 128: ids 100..115 local */
     rmoe_free(&M);
     rmoe_free(&S);
     /* tensor-parallel halves: 5120 -> 1152 -> 5120, MCG */

@@ -395,6 +395,60 @@ static void post_reference(const uint16_t *y, const uint16_t *x, const float *co
     }
 }
 
+/* The post with the window keys' ring store in its launch (op_mhc_post_copy) == the post alone (`want`,
+ * the fp32-y result) and the copy's destination rows == the source rows, bit for bit; the ring's other
+ * rows (an index of -1, or no row sent there) untouched. */
+static void check_post_copy(gpu_ctx *c, dsk_rng *r, CUdeviceptr dy32, CUdeviceptr dx, CUdeviceptr dc,
+                            CUdeviceptr dout, int R, int d, const uint16_t *want)
+{
+    int row_bytes = d >= 1024 ? 1024 : 256, ring_rows = 2 * R + 3; /* a 512-dim (or tiny's 128) bf16 key */
+    size_t rb = (size_t)R * HC * d * 2, kb = (size_t)R * row_bytes, ringb = (size_t)ring_rows * row_bytes;
+    uint8_t *src = xmalloc(kb), *ring = xmalloc(ringb), *got = xmalloc(ringb);
+    uint16_t *o = xmalloc(rb);
+    int32_t *idx = xmalloc((size_t)R * 4), *used = xmalloc((size_t)ring_rows * 4);
+    for (size_t i = 0; i < kb; i++)
+        src[i] = (uint8_t)dsk_rng_below(r, 256);
+    for (size_t i = 0; i < ringb; i++)
+        ring[i] = (uint8_t)dsk_rng_below(r, 256);
+    memset(used, 0, (size_t)ring_rows * 4);
+    for (int i = 0; i < R; i++) {
+        int t;
+        do
+            t = (int)dsk_rng_below(r, (uint64_t)ring_rows);
+        while (used[t]);
+        used[t] = 1;
+        idx[i] = dsk_rng_below(r, 5) == 0 ? -1 : t;
+    }
+    CUdeviceptr dsrc = dev_upload(src, kb), dring = dev_upload(ring, ringb), didx = dev_upload(idx, (size_t)R * 4);
+    rows_copy_job job = {dsrc, row_bytes, 0, dring, row_bytes, didx, R, row_bytes};
+    dev_poison(dout, rb);
+    must(op_mhc_post_copy(c->k, c->s, dy32, 1, dx, dc, dout, R, HC, d, &job), "mhc_post with a rows copy");
+    dev_sync(c);
+    dev_download(o, dout, rb);
+    dev_download(got, dring, ringb);
+    for (int i = 0; i < R; i++)
+        if (idx[i] >= 0)
+            memcpy(ring + (size_t)idx[i] * row_bytes, src + (size_t)i * row_bytes, (size_t)row_bytes);
+    int post_same = !memcmp(o, want, rb), ring_same = !memcmp(got, ring, ringb);
+    char shape[64];
+    snprintf(shape, sizeof shape, "rows %d, hc %d x %d, copy %d x %d B", R, HC, d, R, row_bytes);
+    check(c, post_same && ring_same, "mhc_post", shape,
+          "with the ring store in its launch: the post == alone: %s, the ring == the copy: %s",
+          post_same ? "yes" : "NO", ring_same ? "yes" : "NO");
+    if (R == 1) {
+        rows_copy_job reads_out = {dout, row_bytes, 0, dring, row_bytes, 0, 1, row_bytes};
+        refused(c, "mhc_post", "a copy that reads xout",
+                op_mhc_post_copy(c->k, c->s, dy32, 1, dx, dc, dout, 1, HC, d, &reads_out));
+        rows_copy_job odd = {dsrc, row_bytes, 0, dring, row_bytes, 0, 1, 24};
+        refused(c, "mhc_post", "a copy of 24-byte rows",
+                op_mhc_post_copy(c->k, c->s, dy32, 1, dx, dc, dout, 1, HC, d, &odd));
+    }
+    dev_free(dsrc);
+    dev_free(dring);
+    dev_free(didx);
+    free(src), free(ring), free(got), free(o), free(idx), free(used);
+}
+
 void test_mhc_post(gpu_ctx *c)
 {
     dsk_rng r = fresh_rng(23);
@@ -456,6 +510,7 @@ void test_mhc_post(gpu_ctx *c)
             guards = dev_guard_intact(dout, rb);
             check(c, same && guards, "mhc_post", shape, "y fp32: bit-equal to the reference on bf16(y): %s, guards %s",
                   same ? "yes" : "NO", guards ? "intact" : "WRITTEN");
+            check_post_copy(c, &r, dy32, dx, dc, dout, R, d, o);
             dev_free(dy32);
             free(y32);
         }

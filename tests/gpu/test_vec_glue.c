@@ -339,9 +339,23 @@ static void check_fp4_e4m3_scales(gpu_ctx *c, dsk_rng *r)
 }
 
 /* Sites launched together (op_vec_glue_multi) == each launched alone, bit for bit (check_site holds the
- * lone launch to the reference): the engine's groups, of mixed QDQ kinds and widths, and a same-kind pair. */
-static void check_multi(gpu_ctx *c, dsk_rng *r, const int *ids, int n, int rows)
+ * lone launch to the reference): the engine's groups, of mixed QDQ kinds and widths, and a same-kind pair.
+ * scatter: each op stores row r at y row perm[r] of a random permutation with about a quarter of the rows
+ * dropped (-1: stored nowhere), as the compressor stores into its pool rows; the dropped destinations stay
+ * as they were. */
+static void check_multi(gpu_ctx *c, dsk_rng *r, const int *ids, int n, int rows, int scatter)
 {
+    int32_t *perm = xmalloc((size_t)rows * 4);
+    for (int i = 0; i < rows; i++)
+        perm[i] = i;
+    for (int i = rows - 1; i > 0; i--) {
+        int j = (int)dsk_rng_below(r, (uint64_t)i + 1), t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    for (int i = 0; i < rows && scatter; i++)
+        if (rows > 1 && dsk_rng_below(r, 4) == 0)
+            perm[i] = -1;
+    CUdeviceptr dperm = scatter ? dev_upload(perm, (size_t)rows * 4) : 0;
     problem p[VG_MAX_OPS];
     CUdeviceptr dx[VG_MAX_OPS], dy[VG_MAX_OPS], dw[VG_MAX_OPS], dpos[VG_MAX_OPS], dfreq[VG_MAX_OPS];
     vec_glue_op op[VG_MAX_OPS];
@@ -360,20 +374,28 @@ static void check_multi(gpu_ctx *c, dsk_rng *r, const int *ids, int n, int rows)
         dev_memset(dy[i], POISON & 0xff, yb);
         op[i] = (vec_glue_op){.norm_w = st->norm ? dw[i] : 0, .eps = 1e-20f, .rope_dim = st->rope,
                               .freqs = dfreq[i], .pos = dpos[i], .inverse = st->inverse, .qdq = st->qdq};
-        call[i] = (vec_glue_call){&op[i], dx[i], p[i].x_stride, dy[i], p[i].y_stride, st->heads, st->width};
+        call[i] = (vec_glue_call){&op[i], dx[i], p[i].x_stride, dy[i], p[i].y_stride, st->heads, st->width, dperm};
         len += snprintf(shape + len, sizeof shape - (size_t)len, "%s %s", i ? " +" : "", st->site);
     }
+    if (scatter)
+        len += snprintf(shape + len, sizeof shape - (size_t)len, ", rows scattered");
     must(op_vec_glue_multi(c->k, c->s, call, n, rows), "vec_glue, ops in one launch");
     dev_sync(c);
     size_t diff = 0;
     for (int i = 0; i < n; i++) {
-        size_t yb = (size_t)rows * p[i].y_stride * 2;
-        uint16_t *alone = xmalloc(yb);
+        size_t yb = (size_t)rows * p[i].y_stride * 2, ys = (size_t)p[i].y_stride;
+        uint16_t *alone = xmalloc(yb), *want = xmalloc(yb);
         dev_download(p[i].gpu, dy[i], yb);
         run_gpu(c, &p[i], 0, rows, 0, RUN_ALL, alone);
         for (size_t e = 0; e < yb / 2; e++)
-            diff += p[i].gpu[e] != alone[e];
+            want[e] = scatter ? POISON : alone[e];
+        for (int rr = 0; rr < rows && scatter; rr++)
+            if (perm[rr] >= 0)
+                memcpy(want + (size_t)perm[rr] * ys, alone + (size_t)rr * ys, ys * 2);
+        for (size_t e = 0; e < yb / 2; e++)
+            diff += p[i].gpu[e] != want[e];
         free(alone);
+        free(want);
         dev_free(dx[i]);
         dev_free(dy[i]);
         dev_free(dw[i]);
@@ -382,6 +404,9 @@ static void check_multi(gpu_ctx *c, dsk_rng *r, const int *ids, int n, int rows)
         free_problem(&p[i]);
     }
     check(c, diff == 0, "vec_glue", shape, "one launch == each alone: %zu elements differ (guards included)", diff);
+    if (dperm)
+        dev_free(dperm);
+    free(perm);
 }
 
 static void check_refusals(gpu_ctx *c)
@@ -402,11 +427,16 @@ static void check_refusals(gpu_ctx *c)
     REFUSE(op_vec_glue(c->k, c->s, &bad_qdq, buf, 512, buf, 512, 4, 1, 512)); /* unknown QDQ */
     REFUSE(op_vec_glue(c->k, c->s, &bad_rope, buf, 512, buf, 512, 4, 1, 512)); /* rope_dim 12 */
     REFUSE(op_vec_glue(c->k, c->s, &ok, buf, 4096, buf, 4096, 4, 1, 4096));   /* wider than 2048 */
-    vec_glue_call two[4] = {{&ok, buf, 512, buf, 512, 1, 512}, {&bad_rope, buf + 4096, 512, buf + 4096, 512, 1, 512}};
+    vec_glue_call two[4] = {{&ok, buf, 512, buf, 512, 1, 512, 0},
+                            {&bad_rope, buf + 4096, 512, buf + 4096, 512, 1, 512, 0}};
     REFUSE(op_vec_glue_multi(c->k, c->s, two, 2, 4)); /* the second op's rope_dim 12 */
     two[1] = two[0];
     REFUSE(op_vec_glue_multi(c->k, c->s, two, 4, 4)); /* four ops */
     REFUSE(op_vec_glue_multi(c->k, c->s, two, 0, 4)); /* none */
+    vec_glue_call idx[2] = {{&ok, buf, 512, buf, 512, 1, 512, buf + 8192},         /* row index, in place */
+                            {&ok, buf, 512, buf + 4096, 512, 1, 512, buf + 8194}}; /* misaligned index */
+    REFUSE(op_vec_glue_multi(c->k, c->s, idx, 1, 4));
+    REFUSE(op_vec_glue_multi(c->k, c->s, idx + 1, 1, 4));
     check(c, refused == cases, "vec_glue", "bad arguments", "%d of %d refused with a vec_glue message", refused, cases);
 #undef REFUSE
     dev_free(buf);
@@ -432,11 +462,13 @@ void test_vec_glue(gpu_ctx *c)
     const int attn[] = {6, 0, 2}, comp[] = {4, 3}, tiny_attn[] = {12, 8}, tiny_comp[] = {10, 9}, same[] = {6, 7};
     const int mrows[] = {1, 7, 64, 300};
     for (int i = 0; i < 4; i++) {
-        check_multi(c, &r, attn, 3, mrows[i]);
-        check_multi(c, &r, comp, 2, mrows[i]);
-        check_multi(c, &r, tiny_attn, 2, mrows[i]);
-        check_multi(c, &r, tiny_comp, 2, mrows[i]);
-        check_multi(c, &r, same, 2, mrows[i]);
+        check_multi(c, &r, attn, 3, mrows[i], 0);
+        check_multi(c, &r, comp, 2, mrows[i], 0);
+        check_multi(c, &r, comp, 2, mrows[i], 1); /* the compressor's store into its pool rows */
+        check_multi(c, &r, tiny_attn, 2, mrows[i], 0);
+        check_multi(c, &r, tiny_comp, 2, mrows[i], 0);
+        check_multi(c, &r, tiny_comp, 2, mrows[i], 1);
+        check_multi(c, &r, same, 2, mrows[i], 1);
     }
     check_refusals(c);
 }

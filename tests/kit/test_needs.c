@@ -173,9 +173,13 @@ static void sweep_config(const model_config *c, const char *name, const need_lis
         rule_variant v;
         assert_int_equal(rule_moe_route_pick(c->n_routed_experts, c->n_activated_experts, &v), 0);
         expect(&s, "moe_route", v.family, v.params, c->n_routed_experts);
+        assert_int_equal(rule_moe_route_plan_pick(c->n_routed_experts, c->n_activated_experts, &v), 0);
+        expect(&s, "moe_route in the plan", v.family, v.params, c->n_routed_experts);
         if (c->n_mtp_layers > 0) {
             assert_int_equal(rule_moe_route_pick(c->dspark_n_routed_experts, c->dspark_n_activated_experts, &v), 0);
             expect(&s, "drafter moe_route", v.family, v.params, c->dspark_n_routed_experts);
+            assert_int_equal(rule_moe_route_plan_pick(c->dspark_n_routed_experts, c->dspark_n_activated_experts, &v), 0);
+            expect(&s, "drafter moe_route in the plan", v.family, v.params, c->dspark_n_routed_experts);
         }
         rule_sample_pick(&v);
         expect(&s, "sample", v.family, v.params, c->vocab_size);
@@ -220,7 +224,7 @@ static void sweep_config(const model_config *c, const char *name, const need_lis
             list += c->index_topk;
         for (int rows = 1; rows <= 4096; rows++) {
             int split = rule_sparse_attn_split(rows, c->n_heads, list);
-            for (int mode = split; mode <= 3 * split; mode++) {
+            for (int mode = split; mode <= 2 * split; mode++) {
                 rule_variant v;
                 rule_sparse_attn_pick(c->head_dim, mode, &v);
                 expect(&s, "sparse attention", v.family, v.params, rows);
@@ -261,7 +265,7 @@ static void sweep_exl3(const model_config *c, const char *name, int codebook)
                 expect(&s, t[i].name, "exl3_had", "T=256", rows);
         }
         if (moe)
-            expect(&s, t[i].name, "exl3_moe_plan", "T=1024", 0);
+            expect(&s, t[i].name, "exl3_moe_plan", "T=1024,R=0", 0);
     }
     assert_int_equal(s.misses, 0);
     need_list_free(&l);

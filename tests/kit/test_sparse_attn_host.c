@@ -109,9 +109,10 @@ static void test_launcher_refusals(void **state)
     sparse_attn_args g = {.q = FAKE, .kv_call = FAKE, .kv_ring = FAKE, .kv2 = FAKE, .sel = FAKE, .rows_desc = FAKE,
                           .sink = FAKE, .freqs = FAKE, .out = FAKE, .rows = 4, .heads = 64, .head_dim = 512,
                           .ring = 136, .sel_ld = 512, .rope_dim = 64, .max_list = 640};
-    /* 4 rows of 64 heads split: 4 x 4 groups x 10 blocks of (1088 + 16 x 512) floats */
+    /* 4 rows of 64 heads split: 4 x 4 groups x 10 blocks of (1088 + 16 x 512) floats, then a u32 arrival
+     * counter per (row, group) */
     size_t need = op_sparse_attn_ws_bytes(&g);
-    assert_int_equal(need, (size_t)4 * 4 * 10 * SPARSE_ATTN_WS_BLOCK(512) * 4);
+    assert_int_equal(need, (size_t)4 * 4 * 10 * SPARSE_ATTN_WS_BLOCK(512) * 4 + (size_t)4 * 4 * 4);
     assert_int_equal(op_sparse_attn_ws_bytes_form(&g, 0), 0);
     sparse_attn_args b;
     b = g, b.head_dim = 256;
