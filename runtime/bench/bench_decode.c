@@ -1,8 +1,9 @@
 /* `dskit bench decode --kit KIT --model DIR`: the GPU engine's decode rounds on a model (the layer-*
  * presets are one to three full-width layers), in one table per context: per round of 1, 2, 4, 8, 16 rows
  * (one row per sequence) and a 6-row verify window (t0 + 5 drafts of one sequence), the round's time, its
- * head's matmul alone and the rest per layer; the same layer's EXL3 matmuls alone (their launches replayed in a CUDA graph: the
- * floor the rest of the layer adds to); the bytes a layer must read (its weights, the distinct experts the
+ * head's matmul alone, the round without its layers (the plan's upload, the embedding, the head, the draw:
+ * `outside`, once per round whatever the depth) and the rest per layer; the same layer's EXL3 matmuls
+ * alone (their launches replayed in a CUDA graph: the floor the rest of the layer adds to); the bytes a layer must read (its weights, the distinct experts the
  * round's rows route to, the KV and index keys its rows read) and the layer's time as a multiple of those
  * bytes over the streaming-read roofline measured in the same run; kernel launches per layer. Each round
  * is timed replayed from its CUDA graph (how the engine runs it) and launched eagerly. Before the rounds,
@@ -241,8 +242,8 @@ static int table(bench *B, int64_t C, int reps, dsk_rng *rng)
     const model_config *c = b->cfg;
     int L = c->n_layers;
     printf("\ncontext %lld: %s, %d layer%s\n", (long long)C, b->device, L, L == 1 ? "" : "s");
-    printf("%-10s %9s %9s %8s %9s %12s %7s %9s %8s %9s\n", "round", "graph ms", "eager ms", "head us", "us/layer",
-           "mm alone us", "ratio", "MB/layer", "x roof", "launch/l");
+    printf("%-10s %9s %9s %8s %9s %9s %12s %7s %9s %8s %9s\n", "round", "graph ms", "eager ms", "head us", "outside",
+           "us/layer", "mm alone us", "ratio", "MB/layer", "x roof", "launch/l");
     struct {
         int rows, window;
     } shapes[] = {{1, 0}, {2, 0}, {4, 0}, {8, 0}, {16, 0}, {6, 1}};
@@ -257,8 +258,15 @@ static int table(bench *B, int64_t C, int reps, dsk_rng *rng)
         if (round_time(B, rows, R, reps, &eager_ms, &launches))
             return -1;
         b->use_graphs = 1;
-        double dummy;
+        double dummy, outside_ms;
         if (round_time(B, rows, R, reps, &ms, &dummy))
+            return -1;
+        /* the same round without its layers (graphs): the plan's upload, the embedding, the head, the draw
+         * and the copy back, what a round costs whatever its layer count */
+        b->bench_no_layers = 1;
+        int orc = round_time(B, rows, R, reps, &outside_ms, &dummy);
+        b->bench_no_layers = 0;
+        if (orc)
             return -1;
         double mm_us = 0, bytes = 0;
         for (int l = 0; l < L; l++) {
@@ -276,13 +284,12 @@ static int table(bench *B, int64_t C, int reps, dsk_rng *rng)
         double head_us = gpu_time_graph_us(b->s, 5, 5, launch_head, &hm);
         if (head_us < 0)
             return -1;
-        /* a layer's share: the round less its head (the embedding and the draw stay in, a few us) */
-        double per_layer = (ms * 1e3 - head_us) / L, mm_layer = mm_us / L, bl = bytes / L;
+        /* a layer's share: the round less what it costs without its layers */
+        double per_layer = (ms - outside_ms) * 1e3 / L, mm_layer = mm_us / L, bl = bytes / L;
         char name[32];
         snprintf(name, sizeof name, win ? "verify %d" : "rows %d", R);
-        printf("%-10s %9.3f %9.3f %8.1f %9.1f %12.1f %6.2fx %9.1f %7.2fx %9.1f\n", name, ms, eager_ms, head_us,
-               per_layer, mm_layer,
-               per_layer / mm_layer, bl / 1e6, per_layer * 1e-6 / (bl / (B->roof * 1e9)),
+        printf("%-10s %9.3f %9.3f %8.1f %9.1f %9.1f %12.1f %6.2fx %9.1f %7.2fx %9.1f\n", name, ms, eager_ms, head_us,
+               outside_ms * 1e3, per_layer, mm_layer, per_layer / mm_layer, bl / 1e6, per_layer * 1e-6 / (bl / (B->roof * 1e9)),
                (launches - b->outside_launches) / L);
         if (!win && R < 32 && (B->profile >> R & 1)) {
             b->use_graphs = 0;

@@ -460,7 +460,15 @@ static int families(const kit *k, CUstream s, CUdeviceptr big, double roof)
             return bench_sparse_attn(k, s, big, roof);
         if (!strcmp(bench_only, "vision_attn"))
             return bench_vision_attn(k, s, big, roof);
-        return dsk_err("bench kit: --only %s: a family with its own rows is one of: sparse_attn, vision_attn",
+        if (!strcmp(bench_only, "glue"))
+            return glue_families(k, s, big, roof);
+        if (!strcmp(bench_only, "mhc"))
+            return mhc_families(k, s, big, roof);
+        if (!strcmp(bench_only, "engine"))
+            return bench_kit_engine(k, s, roof);
+        return dsk_err("bench kit: --only %s: a group with its own rows is one of: sparse_attn, vision_attn, glue "
+                       "(vec_glue, rows_copy, compress_pool, engram_rows, engram_gate), mhc, engine (the engine's "
+                       "other families)",
                        bench_only);
     }
     launch_ctx c = {.k = k, .s = s};
@@ -569,6 +577,22 @@ static int launch_vec_glue(void *p)
                        g->width);
 }
 
+/* The attention's group as the engine launches it (op_vec_glue_multi, mixed kinds): q_norm of 1280, the
+ * window key (norm, RoPE, FP8) and a ratio-1 latent's norm, 512 each; op.norm_w, freqs, pos from g->op. */
+static int launch_vec_glue_group(void *p)
+{
+    glue_ctx *g = p;
+    vec_glue_op qn = {.norm_w = g->op.norm_w, .eps = 1e-20f, .qdq = KVQ_NONE};
+    vec_glue_op kv = {.norm_w = g->op.norm_w, .eps = 1e-20f, .rope_dim = 64, .freqs = g->op.freqs, .pos = g->op.pos,
+                      .qdq = KVQ_FP8_E4M3};
+    vec_glue_op cn = {.norm_w = g->op.norm_w, .eps = 1e-20f, .qdq = KVQ_NONE};
+    int ld = 1280 + 2 * 512;
+    vec_glue_call c[3] = {{&qn, g->x, ld, g->x, ld, 1, 1280, 0},
+                          {&kv, g->x + 1280 * 2, ld, g->y, 512, 1, 512, 0},
+                          {&cn, g->x + (1280 + 512) * 2, ld, g->y + (CUdeviceptr)g->rows * 512 * 2, 512, 1, 512, 0}};
+    return op_vec_glue_multi(g->k, g->s, c, 3, g->rows);
+}
+
 static int launch_rows_copy(void *p)
 {
     glue_ctx *g = p;
@@ -666,6 +690,14 @@ static int glue_families(const kit *k, CUstream s, CUdeviceptr big, double roof)
             if (row("vec_glue", shape, s, 20, launch_vec_glue, &g, bytes, roof))
                 return -1;
         }
+    /* the attention's group (3 ops of mixed kinds in one launch), rows as a decode round */
+    for (int ri = 0; ri < 3; ri++) {
+        g.op = (vec_glue_op){.norm_w = w, .freqs = freqs, .pos = pos};
+        g.x = in, g.y = out, g.rows = vrows[ri];
+        snprintf(shape, sizeof shape, "attention group, rows %d (1280+512+512)", vrows[ri]);
+        if (row("vec_glue", shape, s, 20, launch_vec_glue_group, &g, 2.0 * 2 * vrows[ri] * 2304 + 2.0 * 1280, roof))
+            return -1;
+    }
     /* rows_copy: window-ring writes (512 bf16) and ratio-2 state slots (2 x 512 fp32), scattered */
     const int crow[] = {1, 16, 64, 4096}, cbytes[] = {1024, 4096};
     for (int bi = 0; bi < 2; bi++)
@@ -720,7 +752,7 @@ int bench_kit(int argc, char **argv)
     if (argc == 4 && !strcmp(argv[2], "--only"))
         bench_only = argv[3];
     else if (argc != 2 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: dskit bench kit KIT [--only FAMILY]\n");
+        fprintf(stderr, "usage: dskit bench kit KIT [--only sparse_attn|vision_attn|glue|mhc|engine]\n");
         return 2;
     }
     const char *path = argv[1];

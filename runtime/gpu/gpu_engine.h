@@ -128,8 +128,10 @@ struct gpu_backend {
     /* decode and verify rounds replay CUDA graphs captured per shape (gpu_round.c) */
     int use_graphs;
     int check_counters;            /* DSKIT_CHECK_COUNTERS=1: every round proves the EXL3 counters zero */
+    int bench_no_layers;           /* benchmarks: rounds run everything but their layers (what a round costs
+                                    * outside them: the plan's upload, the embedding, the head, the draw) */
     struct gpu_graph {
-        int R, S, N1, N2, masks, trunc;
+        int R, S, N1, N2, masks, trunc, no_layers;
         /* the round up to the head's logits, in segments split before each Engram layer (the host waits for
          * that layer's rows between them); the masks' upload and the draw (NULL: no sampling row) */
         CUgraphExec forward[ENGRAM_MAX_LAYERS + 1], draw;

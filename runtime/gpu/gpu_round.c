@@ -686,7 +686,7 @@ static int device_segment(gpu_backend *b, const round_shape *sh, void *arg)
         size_t at = b->plan.engram + (size_t)(k - 1) * b->max_rows * cols * rec;
         CU_TRY(cu.cuMemcpyHtoDAsync(b->plan_dev + at, (uint8_t *)b->plan_host + at, (size_t)n * cols * rec, b->s));
     }
-    for (int l = segment_start(b, k); l < segment_start(b, k + 1); l++)
+    for (int l = segment_start(b, k); l < segment_start(b, k + 1) && !b->bench_no_layers; l++)
         if (gpu_layer(&f->L, l))
             return dsk_err_ctx("layer %d", l);
     if (k + 1 < n_segments(b))
@@ -727,13 +727,13 @@ static const struct gpu_graph *round_graph(gpu_backend *b, const round_shape *sh
     for (int i = 0; i < b->ngraphs; i++) {
         const struct gpu_graph *g = &b->graphs[i];
         if (g->R == sh->R && g->S == sh->S && g->N1 == sh->N[1] && g->N2 == sh->N[2] && g->masks == sh->masks &&
-            g->trunc == sh->trunc)
+            g->trunc == sh->trunc && g->no_layers == b->bench_no_layers)
             return g;
     }
     if (b->ngraphs == GPU_MAX_GRAPHS)
         return NULL; /* every slot taken: this shape runs eagerly */
     *failed = 1;
-    struct gpu_graph g = {sh->R, sh->S, sh->N[1], sh->N[2], sh->masks, sh->trunc, {0}, NULL};
+    struct gpu_graph g = {sh->R, sh->S, sh->N[1], sh->N[2], sh->masks, sh->trunc, b->bench_no_layers, {0}, NULL};
     fwd_ctx f = {0};
     int ok = 1;
     for (f.seg = 0; f.seg < n_segments(b) && ok; f.seg++)
