@@ -206,7 +206,10 @@ static void test_values(void **state)
         for (int sub = 0; sub < 2; sub++) {
             char name[64];
             snprintf(name, sizeof name, "layers.%d.hc_%s_base", l, sub ? "ffn" : "attn");
-            const float *base = get(set, name)->data;
+            float base[24]; /* [pre 4][post 4][comb 4 x 4]; the file's data need not be 4-byte aligned */
+            const st_tensor *bt = get(set, name);
+            assert_true(bt->nbytes == sizeof base);
+            memcpy(base, bt->data, sizeof base);
             for (int i = 0; i < 4; i++)
                 for (int j = 0; j < 4; j++)
                     *(i == j ? &diag : &off) += base[8 + 4 * i + j];
