@@ -3,16 +3,6 @@
 #pragma once
 #include "topk_common.cuh"
 
-__device__ __forceinline__ u64 route_warp_max(u64 v)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        u64 t = __shfl_xor_sync(0xffffffffu, v, o);
-        v = t > v ? t : v;
-    }
-    return v;
-}
-
 __device__ __forceinline__ float sqrtsoftplus(float x)
 {
     return sqrtf(x > 20.0f ? x : log1pf(expf(x)));
@@ -45,7 +35,7 @@ __device__ __forceinline__ void route_row(const float *__restrict__ logits, i64 
 #pragma unroll
         for (int j = 1; j < NPL; j++)
             best = key[j] > best ? key[j] : best;
-        best = route_warp_max(best);
+        best = warp_max_u64(best);
 #pragma unroll
         for (int j = 0; j < NPL; j++)
             key[j] = key[j] == best ? 0ull : key[j];

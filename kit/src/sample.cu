@@ -56,14 +56,6 @@ __device__ __forceinline__ float noise_u(u64 seed, i64 pos, int id)
     return __fmul_rn((float)(2u * k + 1u), 5.9604644775390625e-08f);
 }
 
-__device__ __forceinline__ u64 warp_max_u64(u64 v)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        v = umax(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
 __device__ u64 block_max_u64(u64 v, u64 *sh)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;

@@ -13,6 +13,17 @@ __device__ __forceinline__ u32 topk_order_key(float f)
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
+// The warp's largest 64-bit key (a composite key << 32 | ~index: the winner of a round), on every lane.
+__device__ __forceinline__ u64 warp_max_u64(u64 v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        u64 t = __shfl_xor_sync(0xffffffffu, v, o);
+        v = t > v ? t : v;
+    }
+    return v;
+}
+
 // score[i] (+ bias[i]), the value ranked.
 __device__ __forceinline__ float topk_source(const float *s, const float *bias, i64 i)
 {

@@ -6,16 +6,6 @@
 
 #define ROWS_PER_BLOCK 4
 
-__device__ __forceinline__ u64 warp_max_u64(u64 v)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        u64 t = __shfl_xor_sync(0xffffffffu, v, o);
-        v = t > v ? t : v;
-    }
-    return v;
-}
-
 DSK_KERNEL void __launch_bounds__(ROWS_PER_BLOCK * 32)
     DSK_SYMBOL(const float *__restrict__ scores, const float *__restrict__ bias, int N, int k, i64 ld,
                int rows, int *__restrict__ out_idx, float *__restrict__ out_val)
