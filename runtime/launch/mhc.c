@@ -190,7 +190,7 @@ int op_mhc_post_copy(const kit *k, CUstream s, CUdeviceptr y, int y_f32, CUdevic
         return dsk_err("mhc_post: xout overlaps x, y or coef (it is never computed in place)");
     rows_copy_job none = {0};
     int cn = copy ? copy->n : 0;
-    if (cn > 0) {
+    if (cn != 0) { /* rows_copy's checks refuse a negative count, as op_rows_copy does */
         if (rows_copy_job_check(copy, 0))
             return dsk_err_ctx("mhc_post: its rows copy");
         if (!copy->src_idx && overlaps(copy->src, (size_t)(cn - 1) * copy->src_stride + copy->row_bytes, xout, xb))
@@ -209,7 +209,6 @@ int op_mhc_post_copy(const kit *k, CUstream s, CUdeviceptr y, int y_f32, CUdevic
     if (post_blocks + copy_blocks > INT32_MAX)
         return dsk_err("mhc_post: %d rows and a copy of %d rows are too large for one launch", rows, cn);
     rows_copy_job j = *copy;
-    j.n = cn;
     void *args[] = {&y,     &x,         &coef,  &xout,         &rows,     &d,   &y_f32,      &j.src,
                     &j.src_stride, &j.src_idx, &j.dst, &j.dst_stride, &j.dst_idx, &j.n, &j.row_bytes};
     if (kit_launch(kk, (unsigned)(post_blocks + copy_blocks), 1, 1, s, args, 15))
