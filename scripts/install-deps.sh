@@ -31,6 +31,13 @@ if ! python3 -c 'import sys, numpy, PIL; sys.exit(int(PIL.__version__.split(".")
   "${pip[@]}" 2>/dev/null || "${pip[@]}" --break-system-packages ||
     echo "install-deps: Pillow 13 and numpy were not installed; test_vision_pillow will skip" >&2
 fi
+# NVIDIA's cuobjdump and the nvdisasm it runs (PyPI, 5.5 MB) for tests/kit/check_sass.py: the toolkit here has nvcc
+# and ptxas but no SASS reader.
+if ! python3 "$(dirname "$0")/../tests/kit/check_sass.py" --cuobjdump-found 2>/dev/null; then
+  pip=(python3 -m pip install --quiet --disable-pip-version-check nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)
+  if [ "$(id -u)" != 0 ] && [ -z "${VIRTUAL_ENV:-}" ]; then pip+=(--user); fi
+  "${pip[@]}" 2>/dev/null || "${pip[@]}" --break-system-packages
+fi
 if [ ! -f /usr/local/cuda/include/cuda.h ] || [ ! -f /usr/local/cuda/include/nvrtc.h ]; then
   echo "install-deps: the CUDA toolkit (cuda.h, NVRTC) is needed at /usr/local/cuda" >&2
   exit 1

@@ -76,6 +76,19 @@ __device__ __forceinline__ void dsk_cp_async16(u32 saddr, const void *g)
 {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(saddr), "l"(g) : "memory");
 }
+// An L2 policy that marks what it is given to as the first to go (data read once, so the rest stays).
+__device__ __forceinline__ u64 dsk_l2_evict_first()
+{
+    u64 p;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+    return p;
+}
+// dsk_cp_async16 with an L2 policy from dsk_l2_evict_first.
+__device__ __forceinline__ void dsk_cp_async16_once(u32 saddr, const void *g, u64 pol)
+{
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(saddr), "l"(g), "l"(pol)
+                 : "memory");
+}
 __device__ __forceinline__ void dsk_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N> __device__ __forceinline__ void dsk_cp_async_wait()
 {
@@ -108,6 +121,8 @@ __device__ __forceinline__ uint4 dsk_ld_volatile16(const void *p)
 }
 __device__ __forceinline__ u32 dsk_smem_addr(const void *p) { return emu_smem_addr(p); }
 __device__ __forceinline__ void dsk_cp_async16(u32 saddr, const void *g) { emu_cp_async16(saddr, g); }
+__device__ __forceinline__ u64 dsk_l2_evict_first() { return 0; }
+__device__ __forceinline__ void dsk_cp_async16_once(u32 saddr, const void *g, u64) { emu_cp_async16(saddr, g); }
 __device__ __forceinline__ void dsk_cp_async_commit() { emu_cp_async_commit(); }
 template <int N> __device__ __forceinline__ void dsk_cp_async_wait() { emu_cp_async_wait(N); }
 __device__ __forceinline__ float dsk_ex2(float x) { return exp2f(x); }

@@ -171,14 +171,30 @@ __device__ __forceinline__ void load_stage(unsigned char *st, const mm_args &A, 
     const u16 *tr = (const u16 *)J.d->trellis;
     int n16 = J.d->n / 16;
     u32 sbase = dsk_smem_addr(st);
-#pragma unroll
-    for (int j = 0; j < cdiv(8 * GR, NTHR); j++) {
+    // The trellis is read once a round: its copies are marked first to leave L2, so the round's small
+    // inputs and code stay.
+    const u64 pol = dsk_l2_evict_first();
+    const int passes = cdiv(8 * GR, NTHR);
+    auto copy = [&](int j) {
         int q = threadIdx.x + j * NTHR;
         if ((8 * GR) % NTHR == 0 || q < 8 * GR) {
             int c = q / GR, off = q % GR;
             const u16 *src = tr + ((i64)(kb * 8 + c) * n16 + J.cb * 8) * (16 * KB) + off * 8;
-            dsk_cp_async16(sbase + q * 16, src);
+            dsk_cp_async16_once(sbase + q * 16, src, pol);
         }
+    };
+    if (passes == 3) {
+        // Unrolled, these three passes (K 3, 128 threads) come out of ptxas (CUDA 13.0) as hinted LDGSTS
+        // with the shared base folded into the policy's descriptor, a form sm_90 faults on
+        // (CUDA_ERROR_ILLEGAL_INSTRUCTION; the SASS names uniform registers nothing writes):
+        // tests/kit/check_sass.py looks for it in every kernel of a kit.
+#pragma unroll 1
+        for (int j = 0; j < passes; j++)
+            copy(j);
+    } else {
+#pragma unroll
+        for (int j = 0; j < passes; j++)
+            copy(j);
     }
     if (A.flags & EXL3_F_XF) {
         // exl3_had output: [row group][k/16 chunk][32 lanes][8 bytes]; the tile's RG groups, chunks kb·8..+7
