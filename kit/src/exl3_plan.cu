@@ -18,6 +18,10 @@
 #endif
 
 #define MAXE 2048
+#if P_R > 0
+#define RROWS 16 // rows routed at a time: their scores fill the plan's shared arrays
+static_assert(RROWS * P_R * 32 <= 4 * MAXE && RROWS <= 32, "exl3_moe_plan: the routing's scores must fit");
+#endif
 
 DSK_KERNEL void __launch_bounds__(1024) DSK_SYMBOL(int *route, int rows, int topk, int e_lo, int e_count,
                                                    int mtile, int tcap, int *plan, float *y, int ldy, int dim,
@@ -27,14 +31,34 @@ DSK_KERNEL void __launch_bounds__(1024) DSK_SYMBOL(int *route, int rows, int top
 {
     dsk_pdl_wait(); // launched with PDL: nothing is read or written before the previous grid is done
     dsk_pdl_launch_next();
-#if P_R > 0
-    // the rows' routing; the block's barrier below makes its global writes visible to the plan's reads
-    for (int r = threadIdx.x >> 5; r < rows; r += 32)
-        route_row<P_R>(logits, ld, bias, E, topk, route_scale, r, route, weights, nullptr, threadIdx.x & 31);
-#endif
-    __shared__ int cnt[MAXE], off[MAXE], toff[MAXE], cur[MAXE];
+    __shared__ int sh[4 * MAXE];
+    int *cnt = sh, *off = sh + MAXE, *toff = sh + 2 * MAXE, *cur = sh + 3 * MAXE;
     __shared__ int wsum[32];
     int tid = threadIdx.x, n = rows * topk;
+#if P_R > 0
+    // the rows' routing, RROWS rows at a time: every thread computes scores s_e into shared memory (the
+    // plan's arrays, not yet in use), then warp w routes row r0 + w from them (rather than one warp issuing
+    // all of its row's transcendental chains); the barriers make the ids and weights visible to the plan's
+    // reads
+    {
+        float *sc = (float *)sh;
+        for (int r0 = 0; r0 < rows; r0 += RROWS) {
+            const int nr = min(RROWS, rows - r0);
+            for (int i = tid; i < nr * E; i += 1024) {
+                const int rr = i / E, e = i - rr * E;
+                sc[rr * P_R * 32 + e] = sqrtsoftplus(logits[(i64)(r0 + rr) * ld + e]);
+            }
+            __syncthreads();
+            const int w = tid >> 5;
+            if (w < nr) {
+                const float *sw = sc + w * P_R * 32;
+                route_row_scored<P_R>([&](int e) { return sw[e]; }, bias, E, topk, route_scale, r0 + w, route,
+                                      weights, nullptr, tid & 31);
+            }
+            __syncthreads();
+        }
+    }
+#endif
     for (int e = tid; e < MAXE; e += 1024)
         cnt[e] = 0, cur[e] = 0;
     __syncthreads();
@@ -97,23 +121,28 @@ DSK_KERNEL void __launch_bounds__(1024) DSK_SYMBOL(int *route, int rows, int top
         if (e >= 0 && e < e_count)
             plan[EXL3_PLAN_ENTRIES(tcap) + off[e] + atomicAdd(&cur[e], 1)] = i;
     }
-    // per row: local slots in ascending expert id (insertion sort; topk is small)
-    for (int r = tid; r < rows; r += 1024) {
-        int *order = plan + EXL3_PLAN_ROW_ORDER(tcap, rows, topk) + r * topk, ns = 0;
-        for (int s = 0; s < topk; s++) {
-            int e = route[r * topk + s];
-            if (e - e_lo < 0 || e - e_lo >= e_count)
-                continue;
-            int j = ns++;
-            while (j > 0 && route[r * topk + order[j - 1]] > e) {
-                order[j] = order[j - 1];
-                j--;
+    // per row: local slots in ascending expert id. Thread per entry: slot s of row r goes to its rank
+    // among the row's local slots (ids first, then slots: a stable sort), the row's loads independent of
+    // each other (one thread per row sorting by insertion chained dependent global loads)
+    for (int i = tid; i < n; i += 1024) {
+        const int r = i / topk, s = i - r * topk, e = route[i];
+        const int *rr = route + (i64)r * topk;
+        if (e - e_lo >= 0 && e - e_lo < e_count) {
+            int rank = 0;
+            for (int t = 0; t < topk; t++) {
+                const int et = rr[t];
+                rank += et - e_lo >= 0 && et - e_lo < e_count && (et < e || (et == e && t < s));
             }
-            order[j] = s;
+            plan[EXL3_PLAN_ROW_ORDER(tcap, rows, topk) + (i64)r * topk + rank] = s;
         }
-        plan[EXL3_PLAN_ROW_NSLOTS(tcap, rows, topk) + r] = ns;
-        if (ns == 0 && y)
-            for (int c = 0; c < dim; c++)
-                y[(i64)r * ldy + c] = 0.0f;
+        if (s == 0) {
+            int ns = 0;
+            for (int t = 0; t < topk; t++)
+                ns += rr[t] - e_lo >= 0 && rr[t] - e_lo < e_count;
+            plan[EXL3_PLAN_ROW_NSLOTS(tcap, rows, topk) + r] = ns;
+            if (ns == 0 && y)
+                for (int c = 0; c < dim; c++)
+                    y[(i64)r * ldy + c] = 0.0f;
+        }
     }
 }

@@ -21,6 +21,7 @@
 #include "mhc_pre.cuh"
 #define M ((2 + HC) * HC)
 #define WARPS 8
+#define FOLD_BATCH 40
 #define FULL 0xffffffffu
 static_assert(HC >= 1 && HC <= MHC_MIX_MAX_HC, "mhc_mix: the M + 1 sums of a row must fit one warp");
 
@@ -121,14 +122,16 @@ __device__ __forceinline__ void fold_row(const float *p, float *__restrict__ coe
                                          float b, float norm_eps, float hc_eps, int iters)
 {
     const int lane = threadIdx.x & 31, nchunk = MHC_MIX_NCHUNK(K);
+    /* the chunks in order, FOLD_BATCH loads in flight at a time (the release's 80 chunks: two round trips
+     * to L2, where batches of 8 took ten) */
     float acc = __ldcg(p + lane);
-    for (int c0 = 1; c0 < nchunk; c0 += 8) {
-        float v[8];
+    for (int c0 = 1; c0 < nchunk; c0 += FOLD_BATCH) {
+        float v[FOLD_BATCH];
 #pragma unroll
-        for (int u = 0; u < 8; u++)
+        for (int u = 0; u < FOLD_BATCH; u++)
             v[u] = c0 + u < nchunk ? __ldcg(p + (i64)(c0 + u) * MHC_MIX_SLOTS + lane) : 0.0f;
 #pragma unroll
-        for (int u = 0; u < 8; u++)
+        for (int u = 0; u < FOLD_BATCH; u++)
             if (c0 + u < nchunk)
                 acc = acc + v[u];
     }

@@ -8,21 +8,22 @@ __device__ __forceinline__ float sqrtsoftplus(float x)
     return sqrtf(x > 20.0f ? x : log1pf(expf(x)));
 }
 
-// Route `row` (the whole warp, lane = its lane): ids ascending and weights into row `row` of ids and
-// weights; scores_out (or null) takes every expert's s_e.
-template <int NPL>
-__device__ __forceinline__ void route_row(const float *__restrict__ logits, i64 ld, const float *__restrict__ bias,
-                                          int E, int k, float route_scale, int row, int *ids, float *weights,
-                                          float *__restrict__ scores_out, int lane)
+// Route `row` (the whole warp, lane = its lane) from its scores: score(e) gives s_e (the same bits
+// whenever asked: route_row computes it from the logit, exl3_moe_plan reads it from shared memory where
+// its threads computed it); ids ascending and weights into row `row` of ids and weights; scores_out (or
+// null) takes every expert's s_e.
+template <int NPL, class Score>
+__device__ __forceinline__ void route_row_scored(Score score, const float *__restrict__ bias, int E, int k,
+                                                 float route_scale, int row, int *ids, float *weights,
+                                                 float *__restrict__ scores_out, int lane)
 {
-    const float *l = logits + (i64)row * ld;
     u64 key[NPL];
 #pragma unroll
     for (int j = 0; j < NPL; j++) {
         int e = j * 32 + lane;
         key[j] = 0ull; /* padding ranks below every real expert, NaN included (whose composite is > 0) */
         if (e < E) {
-            float s = sqrtsoftplus(l[e]);
+            float s = score(e);
             if (scores_out)
                 scores_out[(i64)row * E + e] = s;
             key[j] = ((u64)topk_order_key(__fadd_rn(s, bias[e])) << 32) | (u64)(0xffffffffu - (u32)e);
@@ -40,8 +41,8 @@ __device__ __forceinline__ void route_row(const float *__restrict__ logits, i64 
         for (int j = 0; j < NPL; j++)
             key[j] = key[j] == best ? 0ull : key[j];
         int id = (int)(0xffffffffu - (u32)best);
-        /* the winner's unbiased score, recomputed from its logit: the same function, the same bits */
-        float s = sqrtsoftplus(l[id]);
+        /* the winner's unbiased score, asked again: the same bits */
+        float s = score(id);
         sum = __fadd_rn(sum, s);
         if (lane == t) {
             mine = id;
@@ -56,4 +57,15 @@ __device__ __forceinline__ void route_row(const float *__restrict__ logits, i64 
         ids[(i64)row * k + rank] = mine;
         weights[(i64)row * k + rank] = __fmul_rn(__fdiv_rn(mine_s, den), route_scale);
     }
+}
+
+// Route `row` from its gate logits (the whole warp).
+template <int NPL>
+__device__ __forceinline__ void route_row(const float *__restrict__ logits, i64 ld, const float *__restrict__ bias,
+                                          int E, int k, float route_scale, int row, int *ids, float *weights,
+                                          float *__restrict__ scores_out, int lane)
+{
+    const float *l = logits + (i64)row * ld;
+    route_row_scored<NPL>([&](int e) { return sqrtsoftplus(l[e]); }, bias, E, k, route_scale, row, ids, weights,
+                          scores_out, lane);
 }
