@@ -52,7 +52,7 @@ int rule_exl3_variants(int K, int codebook, int max_rows, int moe, rule_variant 
     if (moe) {
         if (n < cap) {
             out[n].family = "exl3_moe_plan";
-            snprintf(out[n].params, sizeof out[n].params, "T=1024,R=0");
+            snprintf(out[n].params, sizeof out[n].params, "%s", RULE_MOE_PLAN_GIVEN);
         }
         n++;
     }

@@ -61,8 +61,10 @@ int rule_cand_blocks_need_topk(long long NB, int cap);
 /* moe_route: the variant routing top k of E experts (k <= 16, E <= 384); -1 with a message otherwise. */
 int rule_moe_route_pick(int E, int k, rule_variant *v);
 /* The MoE's routing inside its plan launch (exl3_moe_plan with R = moe_route's NPL): for rounds of at
- * most RULE_ROUTE_PLAN_ROWS rows (a warp routes each row, 32 warps), else moe_route then the plan. */
+ * most RULE_ROUTE_PLAN_ROWS rows (all threads score, a warp selects each row), else moe_route then the
+ * plan with the ids given (RULE_MOE_PLAN_GIVEN: no routing in its launch). */
 enum { RULE_ROUTE_PLAN_ROWS = 64 };
+#define RULE_MOE_PLAN_GIVEN "T=1024,R=0"
 int rule_moe_route_plan_pick(int E, int k, rule_variant *v);
 /* sample: the one variant; slices of the vocabulary per row (a function of V: the order of its sums);
  * the top-k candidates top_k / top_p look at (1024, or V when smaller). */

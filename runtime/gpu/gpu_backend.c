@@ -292,6 +292,8 @@ static void gpu_free_all(gpu_backend *b)
         if (b->graphs[i].draw)
             cu.cuGraphExecDestroy(b->graphs[i].draw);
     }
+    for (int i = 0; i < b->n_draft_graphs; i++)
+        cu.cuGraphExecDestroy(b->draft_graphs[i].g);
     if (b->io_host)
         cu.cuMemFreeHost(b->io_host);
     gpu_xchg_free(b);

@@ -15,6 +15,7 @@
 #include "runtime/launch/vec_glue.h"
 #include "kit/src/sparse_attn_abi.cuh"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,11 +62,76 @@ int gpu_draft_feed(gpu_backend *b, int seq, int64_t len)
     return 0;
 }
 
+/* A draft call's launches, from the embedding to the last draw: what a draft graph captures (the plan and
+ * the draw's parameters are uploaded before, the drafts copied back after). */
+typedef struct {
+    int n, trunc;
+    size_t sws;
+} draft_shape;
+
+static int draft_device(gpu_backend *b, const round_shape *sh, void *arg)
+{
+    const draft_shape *ds = arg;
+    const model_config *c = b->cfg;
+    int B = c->dspark_block_size, hc = c->hc_mult, d = c->dim, V = c->vocab_size, Rk = c->dspark_markov_rank;
+    int n = ds->n, R = sh->R;
+    /* the stages */
+    TRY(op_embed(b->k, b->s, b->w.embed, V, DEV(b, tokens), b->X, b->pi0, R, hc, d));
+    layer_ctx L = {b, sh, b->pi0, hc, 0, 0};
+    for (int k = 0; k < c->n_mtp_layers; k++)
+        if (gpu_layer(&L, c->n_layers + k))
+            return dsk_err_ctx("DSpark stage %d", k);
+    /* the head with mtp_norm; u (the un-normed hc_pre) for the confidence */
+    CUdeviceptr u = b->head_in;
+    TRY(op_mhc_pre(b->k, b->s, b->X, L.pi, L.pi_stride, b->w.mtp_norm, c->norm_eps, b->xn, u, R, hc, d));
+    TRY(gpu_head_logits(b, b->xn, R));
+    /* draft by draft: the previous token's Markov row, the bias, the confidence and the add, the draw */
+    for (int j = 0; j < B; j++) {
+        TRY(op_rows_copy(b->k, b->s, b->w.markov_embed, (int64_t)Rk * 2, b->draft_prev, b->draft_e, (int64_t)Rk * 2, 0, n,
+                         Rk * 2));
+        TRY(op_dspark_markov_bias(b->k, b->s, b->draft_e, n, Rk, b->w.markov_head, V, b->draft_bias));
+        dspark_conf_args ca = {.u = u + (CUdeviceptr)j * d * 2, .ldu = (int64_t)B * d, .d = d, .e = b->draft_e,
+                               .lde = Rk, .R = Rk, .w = b->w.confidence,
+                               .conf = b->draft_conf + (CUdeviceptr)j * b->draft_ld * 4, .bias = b->draft_bias,
+                               .ldb = V, .logits = b->logits + (CUdeviceptr)j * V * 4, .ldl = (int64_t)B * V, .V = V,
+                               .rows = n};
+        TRY(op_dspark_conf(b->k, b->s, &ca));
+        sample_args sa = {.logits = b->logits + (CUdeviceptr)j * V * 4, .ldl = (int64_t)B * V, .V = V, .rows = n,
+                          .vocab = b->valid_dev, .allow = 0, .ldw = (V + 31) / 32,
+                          .params = b->sample_params + (CUdeviceptr)j * n * sizeof(sample_row_params),
+                          .candidates = ds->trunc, .tokens = b->draft_tok + (CUdeviceptr)j * b->draft_ld * 4,
+                          .logprob = b->logprob_out, .top_ids = b->top_ids_out, .top_lp = b->top_lp_out,
+                          .ws = b->ws_misc, .ws_bytes = ds->sws};
+        TRY(op_sample(b->k, b->s, &sa));
+        CU_TRY(cu.cuMemcpyDtoDAsync(b->draft_prev, b->draft_tok + (CUdeviceptr)j * b->draft_ld * 4,
+                                    sizeof(int32_t) * (size_t)n, b->s));
+    }
+    return 0;
+}
+
+/* The graph of this draft shape: found, or captured now. NULL when every slot is taken (*failed 0: this
+ * call runs eagerly) or when the capture fails (*failed 1, with a message). */
+static CUgraphExec draft_graph(gpu_backend *b, const round_shape *sh, const draft_shape *ds, int *failed)
+{
+    *failed = 0;
+    for (int i = 0; i < b->n_draft_graphs; i++)
+        if (b->draft_graphs[i].n == ds->n && b->draft_graphs[i].trunc == ds->trunc)
+            return b->draft_graphs[i].g;
+    if (b->n_draft_graphs == GPU_MAX_DRAFT_GRAPHS)
+        return NULL;
+    CUgraphExec g = NULL;
+    if (gpu_capture(b, sh, draft_device, (void *)ds, &g)) {
+        *failed = 1;
+        return NULL;
+    }
+    b->draft_graphs[b->n_draft_graphs++] = (struct gpu_draft_graph){ds->n, ds->trunc, g};
+    return g;
+}
+
 static int draft_run(gpu_backend *b, const engine_draft_req *req, int n, int32_t *drafts, float *conf)
 {
     const model_config *c = b->cfg;
-    int B = c->dspark_block_size, W = c->window_size, hc = c->hc_mult, d = c->dim, V = c->vocab_size;
-    int Rk = c->dspark_markov_rank, R = n * B;
+    int B = c->dspark_block_size, W = c->window_size, V = c->vocab_size, R = n * B;
     if (c->n_mtp_layers == 0)
         return dsk_err("this model has no DSpark stages (num_nextn_predict_layers = 0)");
     if (n > b->max_draft)
@@ -107,41 +173,26 @@ static int draft_run(gpu_backend *b, const engine_draft_req *req, int n, int32_t
     for (int i = 0; i < n; i++)
         trunc |= req[i].sp.temperature > 0 && (req[i].sp.top_k > 0 || req[i].sp.top_p < 1.0f);
     CU_TRY(cu.cuMemcpyHtoDAsync(b->sample_params, sp, sizeof *sp * (size_t)R, b->s));
-    /* the stages */
-    round_shape sh = {.R = R, .S = 0};
-    TRY(op_embed(b->k, b->s, b->w.embed, V, DEV(b, tokens), b->X, b->pi0, R, hc, d));
-    layer_ctx L = {b, &sh, b->pi0, hc, 0, 0};
-    for (int k = 0; k < c->n_mtp_layers; k++)
-        if (gpu_layer(&L, c->n_layers + k))
-            return dsk_err_ctx("DSpark stage %d", k);
-    /* the head with mtp_norm; u (the un-normed hc_pre) for the confidence */
-    CUdeviceptr u = b->head_in;
-    TRY(op_mhc_pre(b->k, b->s, b->X, L.pi, L.pi_stride, b->w.mtp_norm, c->norm_eps, b->xn, u, R, hc, d));
-    TRY(gpu_head_logits(b, b->xn, R));
-    /* draft by draft: the previous token's Markov row, the bias, the confidence and the add, the draw */
+    /* the stages, the head and the draws: replayed from the shape's graph, or eagerly */
     size_t sws = op_sample_ws_bytes(n, V, trunc);
     if (sws > b->ws_misc_bytes)
         return dsk_err("the draft's draw needs %zu bytes of scratch, %zu are there", sws, b->ws_misc_bytes);
-    for (int j = 0; j < B; j++) {
-        TRY(op_rows_copy(b->k, b->s, b->w.markov_embed, (int64_t)Rk * 2, b->draft_prev, b->draft_e, (int64_t)Rk * 2, 0, n,
-                         Rk * 2));
-        TRY(op_dspark_markov_bias(b->k, b->s, b->draft_e, n, Rk, b->w.markov_head, V, b->draft_bias));
-        dspark_conf_args ca = {.u = u + (CUdeviceptr)j * d * 2, .ldu = (int64_t)B * d, .d = d, .e = b->draft_e,
-                               .lde = Rk, .R = Rk, .w = b->w.confidence,
-                               .conf = b->draft_conf + (CUdeviceptr)j * b->draft_ld * 4, .bias = b->draft_bias,
-                               .ldb = V, .logits = b->logits + (CUdeviceptr)j * V * 4, .ldl = (int64_t)B * V, .V = V,
-                               .rows = n};
-        TRY(op_dspark_conf(b->k, b->s, &ca));
-        sample_args sa = {.logits = b->logits + (CUdeviceptr)j * V * 4, .ldl = (int64_t)B * V, .V = V, .rows = n,
-                          .vocab = b->valid_dev, .allow = 0, .ldw = (V + 31) / 32,
-                          .params = b->sample_params + (CUdeviceptr)j * n * sizeof(sample_row_params),
-                          .candidates = trunc, .tokens = b->draft_tok + (CUdeviceptr)j * b->draft_ld * 4,
-                          .logprob = b->logprob_out, .top_ids = b->top_ids_out, .top_lp = b->top_lp_out,
-                          .ws = b->ws_misc, .ws_bytes = sws};
-        TRY(op_sample(b->k, b->s, &sa));
-        CU_TRY(cu.cuMemcpyDtoDAsync(b->draft_prev, b->draft_tok + (CUdeviceptr)j * b->draft_ld * 4,
-                                    sizeof(int32_t) * (size_t)n, b->s));
+    round_shape sh = {.R = R, .S = 0};
+    draft_shape ds = {n, trunc, sws};
+    int failed = 0;
+    int graph = b->use_graphs && !b->draft_no_graphs && !b->hook && !kit_sync_launches();
+    CUgraphExec g = graph ? draft_graph(b, &sh, &ds, &failed) : NULL;
+    if (failed) { /* said once; the rounds keep theirs */
+        fprintf(stderr, "gpu: drafts run without CUDA graphs from now on (capturing a draft of %d: %s)\n", n,
+                dsk_err_msg());
+        b->draft_no_graphs = 1;
     }
+    if (g) {
+        if (cu.cuGraphLaunch(g, b->s) != CUDA_SUCCESS)
+            return dsk_err("cuGraphLaunch failed (a draft of %d)", n);
+        b->draft_replays++;
+    } else
+        TRY(draft_device(b, &sh, &ds));
     int32_t *tk = IO(b, io_tid); /* [B][draft_ld] fits the top-ids slot */
     float *cf = IO(b, io_tlp);
     CU_TRY(cu.cuMemcpyDtoHAsync(tk, b->draft_tok, sizeof(int32_t) * (size_t)B * b->draft_ld, b->s));

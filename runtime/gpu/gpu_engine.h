@@ -55,7 +55,7 @@ typedef struct {
 
 typedef struct gpu_backend gpu_backend;
 
-enum { GPU_MAX_GRAPHS = 64, GPU_GRAPH_MAX_ROWS = 64 };
+enum { GPU_MAX_GRAPHS = 64, GPU_GRAPH_MAX_ROWS = 64, GPU_MAX_DRAFT_GRAPHS = 32 };
 
 struct gpu_backend {
     dsk_gpu g;
@@ -138,6 +138,14 @@ struct gpu_backend {
     } graphs[GPU_MAX_GRAPHS];
     int ngraphs;
     long long graph_replays, graph_captures;
+    /* draft calls replay a graph per (requests, top-k/top-p candidates): from the embedding to the last
+     * draw (gpu_draft.c) */
+    struct gpu_draft_graph {
+        int n, trunc;
+        CUgraphExec g;
+    } draft_graphs[GPU_MAX_DRAFT_GRAPHS];
+    int n_draft_graphs, draft_no_graphs; /* draft_no_graphs: a capture failed, drafts run eagerly */
+    long long draft_replays;
     int outside_launches;
     /* the drafter's buffers: a draft call's previous tokens, drafts and confidences ([B][max_draft]), the
      * rows' Markov embeddings and biases, and a feed's positions and ring rows */
@@ -211,6 +219,11 @@ typedef struct {
     int any_allow, masks, trunc; /* rows with allow masks; the draw's masks uploaded; top-k/top-p candidates */
     size_t allow_bytes, sample_ws;
 } round_shape;
+
+/* Capture what fn queues on b's stream as one graph (gpu_round.c): -1 with a message when fn or the
+ * capture fails. */
+int gpu_capture(gpu_backend *b, const round_shape *sh, int (*fn)(gpu_backend *, const round_shape *, void *),
+                void *arg, CUgraphExec *out);
 
 /* A layer's context within a round: the shape, this layer's π, the candidate bitmap rows. */
 typedef struct {

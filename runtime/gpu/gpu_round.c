@@ -697,9 +697,8 @@ static int device_segment(gpu_backend *b, const round_shape *sh, void *arg)
     return rc;
 }
 
-/* Capture what fn queues on the stream as a graph. */
-static int capture(gpu_backend *b, const round_shape *sh, int (*fn)(gpu_backend *, const round_shape *, void *),
-                   void *arg, CUgraphExec *out)
+int gpu_capture(gpu_backend *b, const round_shape *sh, int (*fn)(gpu_backend *, const round_shape *, void *),
+                void *arg, CUgraphExec *out)
 {
     CUgraph graph;
     CUresult r = cu.cuStreamBeginCapture(b->s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
@@ -737,8 +736,8 @@ static const struct gpu_graph *round_graph(gpu_backend *b, const round_shape *sh
     fwd_ctx f = {0};
     int ok = 1;
     for (f.seg = 0; f.seg < n_segments(b) && ok; f.seg++)
-        ok = !capture(b, sh, device_segment, &f, &g.forward[f.seg]);
-    ok = ok && !(sh->S > 0 && capture(b, sh, draw, NULL, &g.draw));
+        ok = !gpu_capture(b, sh, device_segment, &f, &g.forward[f.seg]);
+    ok = ok && !(sh->S > 0 && gpu_capture(b, sh, draw, NULL, &g.draw));
     if (!ok) {
         for (int k = 0; k < n_segments(b); k++)
             if (g.forward[k])

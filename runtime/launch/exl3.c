@@ -362,7 +362,7 @@ static int moe_run(const kit *k, CUstream s, const exl3_moe_experts *E, CUdevice
         rule_variant pv;
         plan_k = rule_moe_route_plan_pick(rt->n_experts, topk, &pv) ? NULL : kit_find(k, pv.family, pv.params);
     } else if (down && routed)
-        plan_k = kit_find(k, "exl3_moe_plan", "T=1024,R=0");
+        plan_k = kit_find(k, "exl3_moe_plan", RULE_MOE_PLAN_GIVEN);
     if (!down || (routed && !plan_k))
         return -1;
     CUdeviceptr plan = routed ? ws->ptr + lay.plan : 0, h = ws->ptr + lay.h, yslot = ws->ptr + lay.yslot;

@@ -721,6 +721,75 @@ out:
     free(valid);
 }
 
+/* Draft calls replayed from graphs == the same calls run eagerly: two backends on one model, one with graphs
+ * (a shape's first call captures, the next replay), one without; the same prompts and commits in both, then
+ * drafts of one and of two sequences, greedy and seeded, each twice: drafts and confidence logits bit for
+ * bit. */
+static void draft_graph_eager(gpu_ctx *c, const char *dir, const char *kit_path, int V, int B, const int32_t *prompt,
+                              int P)
+{
+    enum { NS = 2, NCALL = 2 };
+    uint32_t *valid[2];
+    const engine_backend_ops *ops[2];
+    gpu_backend *gb[2];
+    for (int k = 0; k < 2; k++)
+        gb[k] = open_gpu(dir, kit_path, NS, V, &valid[k], &ops[k]);
+    gb[1]->use_graphs = 0;
+    engine_row *rows = xmalloc(sizeof *rows * (size_t)NS * P);
+    for (int s = 0; s < NS; s++)
+        for (int i = 0; i < P; i++) /* the second sequence: the prompt reversed */
+            rows[s * P + i] = prow(s, prompt[s ? P - 1 - i : i], i, i == P - 1);
+    int32_t *d[2][NCALL], *tok = xmalloc(sizeof(int32_t) * NS * P);
+    float *cf[2][NCALL];
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < NCALL; j++) {
+            d[k][j] = xmalloc(sizeof(int32_t) * (size_t)NS * B);
+            cf[k][j] = xmalloc(sizeof(float) * (size_t)NS * B);
+        }
+    int bad = 0, calls = 0, failed = 0;
+    for (int k = 0; k < 2 && !failed; k++) {
+        engine_out out = {.tokens = tok};
+        for (int s = 0; s < NS && !failed; s++)
+            failed = ops[k]->seq_open(gb[k], s, 256, ENGINE_SEQ_DRAFT);
+        failed = failed || ops[k]->step(gb[k], rows, NS * P, &out, NULL);
+        for (int s = 0; s < NS && !failed; s++)
+            failed = ops[k]->commit(gb[k], s, 0, P);
+    }
+    for (int mode = 0; mode < 2 && !failed; mode++)
+        for (int n = 1; n <= NS && !failed; n++) {
+            engine_draft_req req[NS];
+            for (int i = 0; i < n; i++)
+                req[i] = (engine_draft_req){i, prompt[(3 * i + 1) % P],
+                                            mode ? (sample_params){0.8f, 0.95f, 40, 77u + (unsigned)i} : SAMPLE_GREEDY};
+            for (int k = 0; k < 2 && !failed; k++)
+                for (int j = 0; j < NCALL && !failed; j++)
+                    failed = ops[k]->draft(gb[k], req, n, d[k][j], cf[k][j]);
+            for (int j = 0; j < NCALL && !failed; j++) {
+                bad += memcmp(d[0][j], d[1][0], sizeof(int32_t) * (size_t)n * B) != 0 ||
+                       memcmp(cf[0][j], cf[1][0], sizeof(float) * (size_t)n * B) != 0 ||
+                       memcmp(d[1][j], d[1][0], sizeof(int32_t) * (size_t)n * B) != 0;
+                calls++;
+            }
+        }
+    if (failed)
+        check(c, 0, "engine_draft", "graph == eager", "%s", dsk_err_msg());
+    else
+        check(c, bad == 0 && gb[0]->draft_replays > 0 && gb[1]->draft_replays == 0, "engine_draft", "graph == eager",
+              "%d of %d draft calls' drafts or confidences differ from eager (%lld replayed from %d captured graphs; "
+              "the eager backend replayed %lld)",
+              bad, calls, gb[0]->draft_replays, gb[0]->n_draft_graphs, gb[1]->draft_replays);
+    for (int k = 0; k < 2; k++) {
+        for (int j = 0; j < NCALL; j++)
+            free(d[k][j]), free(cf[k][j]);
+        for (int s = 0; s < NS; s++)
+            ops[k]->seq_close(gb[k], s);
+        ops[k]->close(gb[k]);
+        free(valid[k]);
+    }
+    free(rows);
+    free(tok);
+}
+
 /* Drafting on the GPU (docs/model.md "Exactness"): generate with DSpark drafts and exact verification ==
  * generate serially, greedy and seeded; the share of drafts accepted is reported (random weights: low). */
 void test_engine_draft(gpu_ctx *c)
@@ -760,7 +829,9 @@ void test_engine_draft(gpu_ctx *c)
               "drafted %s serial (%d tokens; %d verify rounds, %d drafts accepted, %.2f per round)",
               same ? "==" : "!=", s0.n_out, s1.rounds, s1.accepted, s1.rounds ? (double)s1.accepted / s1.rounds : 0.0);
     }
+    int V = in->vocab, B = in->draft_block;
     engine_close(e);
+    draft_graph_eager(c, dir, kit_path, V, B, prompt, P);
 }
 
 /* The vision tower on the GPU against the CPU tower, stage by stage, on fresh random patches: the patch
