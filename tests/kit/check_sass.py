@@ -54,7 +54,7 @@ def find_cuobjdump(arg):
 
 def written(insns):
     """The uniform registers an instruction list writes: the first operand of each instruction whose
-    first operand is a UR (a .64 or .128 form writes the next ones too)."""
+    first operand is a UR (a .64, .WIDE or .128 form writes the next ones too)."""
     out = set()
     for ins in insns:
         body = re.sub(r"^@!?U?P\w+\s+", "", ins)
@@ -66,7 +66,7 @@ def written(insns):
         if not m:
             continue
         n = int(m.group(1))
-        width = 4 if ".128" in op else 2 if ".64" in op else 1
+        width = 4 if ".128" in op else 2 if ".64" in op or ".WIDE" in op else 1
         out.update(range(n, n + width))
     return out
 
