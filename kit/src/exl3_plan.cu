@@ -124,21 +124,20 @@ DSK_KERNEL void __launch_bounds__(1024) DSK_SYMBOL(int *route, int rows, int top
     // per row: local slots in ascending expert id. Thread per entry: slot s of row r goes to its rank
     // among the row's local slots (ids first, then slots: a stable sort), the row's loads independent of
     // each other (one thread per row sorting by insertion chained dependent global loads)
+    auto local = [&](int id) { return id - e_lo >= 0 && id - e_lo < e_count; };
     for (int i = tid; i < n; i += 1024) {
         const int r = i / topk, s = i - r * topk, e = route[i];
         const int *rr = route + (i64)r * topk;
-        if (e - e_lo >= 0 && e - e_lo < e_count) {
+        if (local(e)) {
             int rank = 0;
-            for (int t = 0; t < topk; t++) {
-                const int et = rr[t];
-                rank += et - e_lo >= 0 && et - e_lo < e_count && (et < e || (et == e && t < s));
-            }
+            for (int t = 0; t < topk; t++)
+                rank += local(rr[t]) && (rr[t] < e || (rr[t] == e && t < s));
             plan[EXL3_PLAN_ROW_ORDER(tcap, rows, topk) + (i64)r * topk + rank] = s;
         }
         if (s == 0) {
             int ns = 0;
             for (int t = 0; t < topk; t++)
-                ns += rr[t] - e_lo >= 0 && rr[t] - e_lo < e_count;
+                ns += local(rr[t]);
             plan[EXL3_PLAN_ROW_NSLOTS(tcap, rows, topk) + r] = ns;
             if (ns == 0 && y)
                 for (int c = 0; c < dim; c++)
