@@ -49,6 +49,7 @@
     X(cuStreamCreate, CUDA_VERSION) \
     X(cuStreamDestroy, CUDA_VERSION) \
     X(cuStreamSynchronize, CUDA_VERSION) \
+    X(cuStreamWaitEvent, CUDA_VERSION) \
     X(cuEventCreate, CUDA_VERSION) \
     X(cuEventDestroy, CUDA_VERSION) \
     X(cuEventRecord, CUDA_VERSION) \

@@ -258,6 +258,19 @@ static size_t ws_need(const gpu_backend *b)
     return most;
 }
 
+/* The side stream's EXL3 workspace: wq_b and the shared expert at rounds of R rows. */
+static size_t ws_side_need(const gpu_backend *b, int R)
+{
+    size_t most = 0;
+    for (int l = 0; l < b->cfg->n_all_layers; l++) {
+        const exl3_dev_linear *wq_b = &b->w.blocks[l].wq_b;
+        size_t a = exl3_ws_bytes_matmul(&wq_b, 1, R), m = exl3_ws_bytes_moe(&b->w.blocks[l].shared, R, 1);
+        most = a > most ? a : most;
+        most = m > most ? m : most;
+    }
+    return most;
+}
+
 /* The backend's context current on the calling thread: the server calls in from its scheduler thread, not
  * the one that opened the backend, and allocations (an image's tower and span) need it current. */
 static int bind_ctx(gpu_backend *b)
@@ -310,6 +323,14 @@ static void gpu_free_all(gpu_backend *b)
     free(b->eg_idx);
     engram_store_close(b->eg);
     st_close(b->st);
+    if (b->ws_side.ptr)
+        exl3_workspace_free(&b->ws_side);
+    if (b->side_fork)
+        cu.cuEventDestroy(b->side_fork);
+    if (b->side_join)
+        cu.cuEventDestroy(b->side_join);
+    if (b->side)
+        cu.cuStreamDestroy(b->side);
     if (b->s)
         cu.cuStreamDestroy(b->s);
     kit_close(b->k);
@@ -570,6 +591,10 @@ int gpu_backend_open(const engine_backend_args *a, void **impl, const engine_bac
     arena ar = {b, 1, 0, 0};
     layout(b, &ar);
     size_t ws = ws_need(b);
+    const char *side = getenv("DSKIT_GPU_SIDE");
+    b->side_rows = side && !strcmp(side, "0") ? 0 : b->max_rows < GPU_SIDE_MAX_ROWS ? b->max_rows : GPU_SIDE_MAX_ROWS;
+    size_t ws_side = b->side_rows ? ws_side_need(b, b->side_rows) : 0;
+    ws += ws_side;
     size_t free_b = 0, total_b = 0;
     CU_TRY(cu.cuMemGetInfo(&free_b, &total_b));
     if (ar.at + ws > free_b) {
@@ -608,7 +633,16 @@ int gpu_backend_open(const engine_backend_args *a, void **impl, const engine_bac
         b->io_bytes = at;
     }
     const char *graphs = getenv("DSKIT_GPU_GRAPHS");
-    if (exl3_workspace_alloc(&b->ws, &b->g, ws) || cu.cuMemAllocHost(&b->plan_host, b->plan.bytes) != CUDA_SUCCESS ||
+    if (b->side_rows && (cu.cuStreamCreate(&b->side, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
+                         cu.cuEventCreate(&b->side_fork, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS ||
+                         cu.cuEventCreate(&b->side_join, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS ||
+                         exl3_workspace_alloc(&b->ws_side, &b->g, ws_side))) {
+        dsk_err("setting up the side stream (its stream, two events and %.1f MiB of EXL3 workspace) failed",
+                ws_side / 1048576.0);
+        gpu_free_all(b);
+        return -1;
+    }
+    if (exl3_workspace_alloc(&b->ws, &b->g, ws - ws_side) || cu.cuMemAllocHost(&b->plan_host, b->plan.bytes) != CUDA_SUCCESS ||
         cu.cuMemAllocHost(&b->io_host, b->io_bytes) != CUDA_SUCCESS) {
         gpu_free_all(b);
         return -1;

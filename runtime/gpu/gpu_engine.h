@@ -55,7 +55,7 @@ typedef struct {
 
 typedef struct gpu_backend gpu_backend;
 
-enum { GPU_MAX_GRAPHS = 64, GPU_GRAPH_MAX_ROWS = 64, GPU_MAX_DRAFT_GRAPHS = 32 };
+enum { GPU_MAX_GRAPHS = 64, GPU_GRAPH_MAX_ROWS = 64, GPU_MAX_DRAFT_GRAPHS = 32, GPU_SIDE_MAX_ROWS = 64 };
 
 struct gpu_backend {
     dsk_gpu g;
@@ -117,6 +117,14 @@ struct gpu_backend {
     CUdeviceptr mix_cnt; /* mhc_mix's arrival counters (u32 [MHC_MIX_COUNTERS]), zero at rest */
     int64_t score_cap;             /* floats per row of score */
     exl3_workspace ws;
+    /* the side stream: in rounds of up to side_rows rows, a layer's matmuls that the chain after them does
+     * not read right away (wq_b beside the compressor and indexer, the shared expert's gate and up beside
+     * the router and routed experts) run there, between a fork and a join event (gpu_round.c), with
+     * their own EXL3 workspace (0 rows: none, DSKIT_GPU_SIDE=0) */
+    CUstream side;
+    CUevent side_fork, side_join;
+    exl3_workspace ws_side;
+    int side_rows;
     int qkv_ld;                    /* the grouped wq_a/wkv/(compressor r1) output's row width */
     uint8_t *eg_host;              /* pinned host memory of the round's Engram records */
     size_t eg_host_bytes;

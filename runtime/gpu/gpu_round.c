@@ -229,6 +229,28 @@ static void engram_done(gpu_backend *b)
 
 /* The compressor of a kv source: the latents of the groups closing in this round, their index keys, both
  * stored at their pool rows (model.md §3.5; runtime/cpu/compressor.c). */
+/* The side stream (gpu_engine.h): what is queued on it after side_fork waits for all that b->s holds so
+ * far; what b->s is given after side_join waits for all that the side holds. In a capture the side joins
+ * the round's graph as a branch. Every fork of a layer is joined in that layer. */
+static int side_on(const gpu_backend *b, int R)
+{
+    return b->side && R <= b->side_rows;
+}
+
+static int side_fork(gpu_backend *b)
+{
+    CU_TRY(cu.cuEventRecord(b->side_fork, b->s));
+    CU_TRY(cu.cuStreamWaitEvent(b->side, b->side_fork, 0));
+    return 0;
+}
+
+static int side_join(gpu_backend *b)
+{
+    CU_TRY(cu.cuEventRecord(b->side_join, b->side));
+    CU_TRY(cu.cuStreamWaitEvent(b->s, b->side_join, 0));
+    return 0;
+}
+
 static int compressor(layer_ctx *L, int l, const gpu_block *g)
 {
     gpu_backend *b = L->b;
@@ -364,11 +386,19 @@ static int attention(layer_ctx *L, int l, const gpu_block *g, rows_copy_job *rin
                            {&kvop, b->qkv + (CUdeviceptr)ql * 2, b->qkv_ld, b->kv, hd, 1, hd, 0},
                            {&cn, b->qkv + (CUdeviceptr)(ql + hd) * 2, b->qkv_ld, b->lat, hd, 1, hd, 0}};
     TRY(op_vec_glue_multi(b->k, b->s, gc, r->is_kv_source && ratio == 1 ? 3 : 2, R));
-    TRY(op_exl3_matmul(b->k, b->s, &g->wq_b, b->qkv, b->qkv_ld, R, b->q, H * hd, EXL3_OUT_BF16, &b->ws));
+    /* wq_b reads only the normed q latent, and only the attention reads q: beside the compressor and the
+     * indexer, whose short launches leave most of the GPU free */
+    int side = side_on(b, R) && (r->is_kv_source || r->is_index_source);
+    if (side)
+        TRY(side_fork(b));
+    TRY(op_exl3_matmul(b->k, side ? b->side : b->s, &g->wq_b, b->qkv, b->qkv_ld, R, b->q, H * hd, EXL3_OUT_BF16,
+                       side ? &b->ws_side : &b->ws));
     if (r->is_kv_source && compressor(L, l, g))
         return dsk_err_ctx("layer %d: the compressor", l);
     if (r->is_index_source && indexer(L, l, g))
         return dsk_err_ctx("layer %d: the indexer", l);
+    if (side)
+        TRY(side_join(b));
     /* a DSpark stage attends to its main-KV ring, then to the whole block (this round's keys, rows base2 +
      * j of the call: the plan's rows say so); its block keys are not cached */
     int stage = l >= c->n_layers;
@@ -405,6 +435,14 @@ static int moe(layer_ctx *L, const gpu_block *g, int l)
     gpu_backend *b = L->b;
     const model_config *c = b->cfg;
     int R = L->sh->R, d = c->dim, E = g->n_experts, Kx = g->n_active;
+    /* the shared expert's gate and up read only xn: on the side, beside the router, the plan and the routed
+     * experts; its down adds to their sum after them, as when it runs after them on one stream */
+    int side = side_on(b, R);
+    if (side) {
+        TRY(side_fork(b));
+        TRY(op_exl3_moe_phase(b->k, b->side, &g->shared, b->xn, d, R, b->y32, d, 1, &b->ws_side, EXL3_AUTO,
+                              EXL3_MOE_UP));
+    }
     TRY(op_rowmm_bf16(b->k, b->s, b->xn, g->gate, b->gate_logits, R, d, E));
     /* a decode round's few rows are routed inside the MoE's plan launch (the same bits); image rows are
      * routed again over bias_vl (below) before the MoE, and a hook reads the routes first: apart */
@@ -433,6 +471,11 @@ static int moe(layer_ctx *L, const gpu_block *g, int l)
                         EXL3_AUTO));
     TRY(gpu_xchg_sum(b, b->y32, (int64_t)R * d));
     /* into y32: hc_post rounds it to bf16 */
+    if (side) {
+        TRY(side_join(b));
+        return op_exl3_moe_phase(b->k, b->s, &g->shared, b->xn, d, R, b->y32, d, 1, &b->ws_side, EXL3_AUTO,
+                                 EXL3_MOE_DOWN);
+    }
     return op_exl3_moe(b->k, b->s, &g->shared, b->xn, d, R, 0, 0, 1, 0, b->y32, d, 1, &b->ws, EXL3_AUTO);
 }
 
@@ -556,18 +599,23 @@ static int head(gpu_backend *b, const round_shape *sh)
  * every round proves them zero (docs/engine.md). */
 /* The round's arrival counters, each set zero at rest: the EXL3 launchers' (the first EXL3_WS_COUNTER_BYTES of
  * their workspace) and mhc_mix's. */
+enum { COUNTER_SETS = 3 };
 static int counter_sets(const gpu_backend *b, CUdeviceptr *ptr, size_t *n, const char **what)
 {
     ptr[0] = b->ws.ptr, n[0] = EXL3_WS_COUNTER_BYTES / 4, what[0] = "EXL3";
     ptr[1] = b->mix_cnt, n[1] = MHC_MIX_COUNTERS, what[1] = "mhc_mix";
-    return 2;
+    ptr[2] = b->ws_side.ptr, n[2] = EXL3_WS_COUNTER_BYTES / 4, what[2] = "side stream's EXL3";
+    return b->ws_side.ptr ? 3 : 2;
 }
 
 void gpu_counters_reset(gpu_backend *b)
 {
-    CUdeviceptr p[2];
-    size_t n[2];
-    const char *what[2];
+    CUdeviceptr p[COUNTER_SETS];
+    size_t n[COUNTER_SETS];
+    const char *what[COUNTER_SETS];
+    /* a failed round may have left work on the side stream (forked, never joined): let it end first */
+    if (b->side && cu.cuStreamSynchronize(b->side) != CUDA_SUCCESS)
+        fprintf(stderr, "gpu: the side stream failed too\n");
     for (int i = 0, sets = counter_sets(b, p, n, what); i < sets; i++)
         if (p[i] && (cu.cuMemsetD32Async(p[i], 0, n[i], b->s) != CUDA_SUCCESS ||
                      cu.cuStreamSynchronize(b->s) != CUDA_SUCCESS))
@@ -581,9 +629,9 @@ int gpu_counters_check(gpu_backend *b)
     uint32_t *h = dsk_malloc(EXL3_WS_COUNTER_BYTES); /* the largest set */
     if (!h)
         return -1;
-    CUdeviceptr p[2];
-    size_t n[2];
-    const char *what[2];
+    CUdeviceptr p[COUNTER_SETS];
+    size_t n[COUNTER_SETS];
+    const char *what[COUNTER_SETS];
     int rc = 0;
     for (int s = 0, sets = counter_sets(b, p, n, what); !rc && s < sets; s++) {
         if (cu.cuMemcpyDtoHAsync(h, p[s], 4 * n[s], b->s) != CUDA_SUCCESS || cu.cuStreamSynchronize(b->s) != CUDA_SUCCESS)

@@ -320,7 +320,7 @@ size_t exl3_ws_bytes_moe(const exl3_moe_experts *E, int rows, int topk)
 
 static int moe_run(const kit *k, CUstream s, const exl3_moe_experts *E, CUdeviceptr x, int ldx, int rows,
                    const exl3_router *rt, CUdeviceptr route, CUdeviceptr weights, int topk, int e_lo, CUdeviceptr y,
-                   int ldy, int accumulate, const exl3_workspace *ws, exl3_force force)
+                   int ldy, int accumulate, const exl3_workspace *ws, exl3_force force, int phases)
 {
     const char *what = rt ? "exl3 moe (routed in its plan)" : "exl3 moe";
     if (rt) {
@@ -368,7 +368,7 @@ static int moe_run(const kit *k, CUstream s, const exl3_moe_experts *E, CUdevice
     CUdeviceptr plan = routed ? ws->ptr + lay.plan : 0, h = ws->ptr + lay.h, yslot = ws->ptr + lay.yslot;
     CUdeviceptr part = ws->ptr + lay.part, cnt = ws->ptr, rcnt = ws->ptr + (CUdeviceptr)lay.eu_counters * 4, zero = 0;
     int tcap = lay.tcap, n = E->n, kdim = E->k, nexp = E->nexp;
-    if (routed) {
+    if (routed && (phases & EXL3_MOE_UP)) {
         CUdeviceptr yz = accumulate ? 0 : y, lg = rt ? rt->logits : 0, bias = rt ? rt->bias : 0;
         CUdeviceptr rw = rt ? weights : 0;
         int64_t ld = rt ? rt->ld : 0;
@@ -385,14 +385,14 @@ static int moe_run(const kit *k, CUstream s, const exl3_moe_experts *E, CUdevice
     CUdeviceptr table = E->table;
     void *uargs[] = {&table, &zero, &zero, &zero, &x,    &h,    &part,  &cnt,  &rcnt, &plan,     &yslot,
                      &weights, &rows, &ldx,  &n,    &nmat, &mode, &flags, &tk,   &tcap, &xf_stride};
-    if (kit_launch(up, items, 1, 1, s, uargs, 21))
+    if ((phases & EXL3_MOE_UP) && kit_launch(up, items, 1, 1, s, uargs, 21))
         return dsk_err_ctx("%s: gate and up", what);
     mode = EXL3_MODE_MOE_DOWN;
     flags |= accumulate ? EXL3_F_ACCUM : 0;
     items = (unsigned)tcap * (unsigned)(kdim / 128) * (unsigned)(fold ? 1 : E->groups_down);
     void *dargs[] = {&table, &zero, &zero, &zero, &h,    &y,    &part,  &cnt,  &rcnt, &plan,     &yslot,
                      &weights, &rows, &n,    &ldy,  &nmat, &mode, &flags, &tk,   &tcap, &xf_stride};
-    if (kit_launch(down, items, 1, 1, s, dargs, 21))
+    if ((phases & EXL3_MOE_DOWN) && kit_launch(down, items, 1, 1, s, dargs, 21))
         return dsk_err_ctx("%s: down", what);
     return 0;
 }
@@ -401,7 +401,8 @@ int op_exl3_moe(const kit *k, CUstream s, const exl3_moe_experts *E, CUdeviceptr
                 CUdeviceptr route, CUdeviceptr weights, int topk, int e_lo, CUdeviceptr y, int ldy, int accumulate,
                 const exl3_workspace *ws, exl3_force force)
 {
-    return moe_run(k, s, E, x, ldx, rows, NULL, route, weights, topk, e_lo, y, ldy, accumulate, ws, force);
+    return moe_run(k, s, E, x, ldx, rows, NULL, route, weights, topk, e_lo, y, ldy, accumulate, ws, force,
+                   EXL3_MOE_UP | EXL3_MOE_DOWN);
 }
 
 int op_exl3_moe_route(const kit *k, CUstream s, const exl3_moe_experts *E, CUdeviceptr x, int ldx, int rows,
@@ -410,7 +411,16 @@ int op_exl3_moe_route(const kit *k, CUstream s, const exl3_moe_experts *E, CUdev
 {
     if (!rt)
         return dsk_err("exl3 moe (routed in its plan): no router given");
-    return moe_run(k, s, E, x, ldx, rows, rt, route, weights, topk, e_lo, y, ldy, accumulate, ws, force);
+    return moe_run(k, s, E, x, ldx, rows, rt, route, weights, topk, e_lo, y, ldy, accumulate, ws, force,
+                   EXL3_MOE_UP | EXL3_MOE_DOWN);
+}
+
+int op_exl3_moe_phase(const kit *k, CUstream s, const exl3_moe_experts *E, CUdeviceptr x, int ldx, int rows,
+                      CUdeviceptr y, int ldy, int accumulate, const exl3_workspace *ws, exl3_force force, int phase)
+{
+    if (phase != EXL3_MOE_UP && phase != EXL3_MOE_DOWN)
+        return dsk_err("exl3 moe: phase %d (EXL3_MOE_UP or EXL3_MOE_DOWN)", phase);
+    return moe_run(k, s, E, x, ldx, rows, NULL, 0, 0, 1, 0, y, ldy, accumulate, ws, force, phase);
 }
 
 int op_exl3_reconstruct(const kit *k, CUstream s, const exl3_dev_linear *L, CUdeviceptr out, int original_basis)

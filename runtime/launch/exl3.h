@@ -123,6 +123,14 @@ int op_exl3_moe_route(const kit *k, CUstream s, const exl3_moe_experts *E, CUdev
                       const exl3_router *rt, CUdeviceptr route, CUdeviceptr weights, int topk, int e_lo, CUdeviceptr y,
                       int ldy, int accumulate, const exl3_workspace *ws, exl3_force force);
 
+/* One launch of op_exl3_moe for a dense expert (no routing: every row through E's one expert), so
+ * that the two may go on different streams: EXL3_MOE_UP (gate and up into ws), then EXL3_MOE_DOWN
+ * (down from ws into y), both with the same arguments and ws, the down after the up. The bits of
+ * op_exl3_moe with route 0; ws is the pair's alone from the up until the down has run. */
+enum { EXL3_MOE_UP = 1, EXL3_MOE_DOWN = 2 };
+int op_exl3_moe_phase(const kit *k, CUstream s, const exl3_moe_experts *E, CUdeviceptr x, int ldx, int rows,
+                      CUdeviceptr y, int ldy, int accumulate, const exl3_workspace *ws, exl3_force force, int phase);
+
 /* W_hat (k × n fp16, bit-exact decode) or, with original_basis, W = diag(suh)·H·W_hat·H·diag(svh) as
  * k × n fp32, row-major (in, out). */
 int op_exl3_reconstruct(const kit *k, CUstream s, const exl3_dev_linear *L, CUdeviceptr out, int original_basis);

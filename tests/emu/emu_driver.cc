@@ -105,10 +105,13 @@ struct module {
     const unsigned char *image;
     size_t len; /* 0: not a CUDA ELF (any symbol resolves) */
 };
+struct stream;
 struct event {
     unsigned flags;
     int recorded = 0;
     double t = 0;
+    stream *from = nullptr; /* recorded into an open capture: by this stream, after its seq-th operation */
+    size_t seq = 0;
 };
 
 enum node_kind { N_KERNEL, N_COPY, N_SET, N_EVENT };
@@ -135,6 +138,10 @@ struct stream {
     pthread_t thread;
     graph *g = nullptr;
     CUresult pending = CUDA_SUCCESS; /* the first error of work on it, returned by the next synchronize */
+    /* a stream that joined another's capture (it waited for an event recorded there): that stream, whose
+     * graph it records into; its operations since and how many of them the capture has waited for */
+    stream *origin = nullptr;
+    size_t ops = 0, joined = 0;
 };
 
 std::set<void *> modules, functions, events, streams, graphs, execs;
@@ -246,14 +253,21 @@ CUresult run_node(stream *s, node &n)
 CUresult submit(stream *s, node &&n, const char *api)
 {
     if (s->capturing) {
-        if (s->invalid)
+        if (s->invalid || (s->origin && s->origin->invalid))
             return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
         s->g->nodes.push_back(std::move(n));
+        s->ops++;
         return CUDA_SUCCESS;
     }
     if (s == &legacy && capture_forbids(api))
         return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     return run_node(s, n);
+}
+
+/* the stream whose capture s records into (s itself, or the one it joined) */
+stream *capture_origin(stream *s)
+{
+    return s->origin ? s->origin : s;
 }
 
 /* ---- launches ---- */
@@ -357,6 +371,10 @@ const err_entry errors[] = {
      "operation failed due to a previous error during capture"},
     {CUDA_ERROR_STREAM_CAPTURE_UNMATCHED, "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED",
      "capture was not ended in the same stream as it began"},
+    {CUDA_ERROR_STREAM_CAPTURE_UNJOINED, "CUDA_ERROR_STREAM_CAPTURE_UNJOINED",
+     "capturing stream has unjoined work"},
+    {CUDA_ERROR_STREAM_CAPTURE_ISOLATION, "CUDA_ERROR_STREAM_CAPTURE_ISOLATION",
+     "dependency created on uncaptured work in another stream"},
     {CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
      "operation would make the legacy stream depend on a capturing blocking stream"},
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
@@ -936,7 +954,8 @@ CUresult emu_cuStreamDestroy(CUstream hs)
     stream *s = as<stream>(streams, hs);
     if (!s)
         return CUDA_ERROR_INVALID_HANDLE;
-    delete s->g;
+    if (!s->origin)
+        delete s->g;
     streams.erase(s);
     delete s;
     return CUDA_SUCCESS;
@@ -994,7 +1013,49 @@ CUresult emu_cuEventRecord(CUevent he, CUstream hs)
     node n;
     n.kind = N_EVENT;
     n.ev = e;
-    return submit(s, std::move(n), "cuEventRecord");
+    CUresult r = submit(s, std::move(n), "cuEventRecord");
+    e->from = r == CUDA_SUCCESS && s->capturing ? s : nullptr;
+    e->seq = s->ops;
+    return r;
+}
+
+/* Work is run in the order it is queued, so a wait outside a capture has nothing to wait for. Inside
+ * one, as the driver does: a stream that waits for an event recorded in an open capture joins that
+ * capture (its work goes into the capture's graph), and a wait by the capture for a joined stream's
+ * event joins that stream's work so far back (cuStreamEndCapture refuses a capture with unjoined work). */
+CUresult emu_cuStreamWaitEvent(CUstream hs, CUevent he, unsigned flags)
+{
+    LOCKED;
+    event *e = as<event>(events, he);
+    stream *s = as_stream(hs);
+    if (!e || !s)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    stream *from = e->from && e->from->capturing ? e->from : nullptr;
+    if (!from) {
+        if (s->capturing)
+            return refuse(CUDA_ERROR_STREAM_CAPTURE_ISOLATION,
+                          "cuStreamWaitEvent: a capturing stream waits for an event recorded outside its capture");
+        return CUDA_SUCCESS;
+    }
+    stream *o = capture_origin(from);
+    if (s == &legacy)
+        return refuse(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, "cuStreamWaitEvent: the legacy stream cannot join a capture");
+    if (s->capturing && capture_origin(s) != o)
+        return refuse(CUDA_ERROR_STREAM_CAPTURE_ISOLATION, "cuStreamWaitEvent: the stream records another capture");
+    if (!s->capturing) {
+        s->capturing = 1;
+        s->invalid = 0;
+        s->origin = o;
+        s->mode = o->mode;
+        s->thread = o->thread;
+        s->g = o->g;
+        s->ops = s->joined = 0;
+    }
+    if (from != o && e->seq > from->joined)
+        from->joined = e->seq;
+    return CUDA_SUCCESS;
 }
 
 CUresult emu_cuEventSynchronize(CUevent he)
@@ -1053,9 +1114,25 @@ CUresult emu_cuStreamEndCapture(CUstream hs, CUgraph *out)
         return refuse(CUDA_ERROR_ILLEGAL_STATE, "cuStreamEndCapture: the stream is not capturing");
     if (s->mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL && !pthread_equal(s->thread, pthread_self()))
         return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+    if (s->origin)
+        return refuse(CUDA_ERROR_STREAM_CAPTURE_UNMATCHED, "cuStreamEndCapture: the stream joined another's capture");
     graph *g = s->g;
     s->g = nullptr;
     s->capturing = 0;
+    int unjoined = 0;
+    for (void *h : streams) {
+        stream *j = (stream *)h;
+        if (j->origin != s)
+            continue;
+        unjoined |= j->ops != j->joined;
+        s->invalid |= j->invalid;
+        j->origin = nullptr, j->g = nullptr, j->capturing = 0, j->invalid = 0;
+    }
+    if (unjoined) {
+        delete g;
+        return refuse(CUDA_ERROR_STREAM_CAPTURE_UNJOINED,
+                      "cuStreamEndCapture: a stream that joined the capture has work the capture did not wait for");
+    }
     if (s->invalid) {
         delete g;
         return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;

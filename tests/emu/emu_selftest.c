@@ -513,6 +513,81 @@ static void test_graph(void)
     free(graph_out);
 }
 
+/* A capture that forks a second stream and joins it back: the branch's work is in the graph; a branch
+ * left unjoined, and a capturing stream waiting for an event from outside its capture, are refused. */
+static void test_graph_fork(void)
+{
+    enum { N = 512 };
+    CUstream s, t;
+    CUevent fork, join, outside;
+    MUST(cu.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    MUST(cu.cuStreamCreate(&t, CU_STREAM_NON_BLOCKING));
+    MUST(cu.cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING));
+    MUST(cu.cuEventCreate(&join, CU_EVENT_DISABLE_TIMING));
+    MUST(cu.cuEventCreate(&outside, CU_EVENT_DISABLE_TIMING));
+    CUdeviceptr dx, dy;
+    MUST(cu.cuMemAlloc(&dx, N * 4));
+    MUST(cu.cuMemAlloc(&dy, N * 4));
+    CUfunction f = kernel("emutest_axpy");
+    float a = 1.0f, y[N];
+    int n = N;
+    void *xy[] = {&a, &dx, &dy, &n}, *yx[] = {&a, &dy, &dx, &n};
+    MUST(cu.cuMemsetD32(dx, 0x3f800000u, N)); /* x = 1, y = 0 */
+    MUST(cu.cuMemsetD32(dy, 0, N));
+
+    CUgraph g;
+    CUgraphExec ge;
+    MUST(cu.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    MUST(cu.cuEventRecord(fork, s));
+    MUST(cu.cuStreamWaitEvent(t, fork, 0));
+    MUST(cu.cuLaunchKernel(f, 2, 1, 1, 256, 1, 1, 0, t, xy, NULL)); /* on the branch: y += x */
+    MUST(cu.cuEventRecord(join, t));
+    MUST(cu.cuStreamWaitEvent(s, join, 0));
+    MUST(cu.cuLaunchKernel(f, 2, 1, 1, 256, 1, 1, 0, s, yx, NULL)); /* after the join: x += y */
+    MUST(cu.cuStreamEndCapture(s, &g));
+    MUST(cu.cuGraphInstantiateWithFlags(&ge, g, 0));
+    MUST(cu.cuGraphDestroy(g));
+    MUST(cu.cuGraphLaunch(ge, s));
+    MUST(cu.cuStreamSynchronize(s));
+    MUST(cu.cuMemcpyDtoH(y, dx, sizeof y)); /* x = 1 + (0 + 1) = 2 */
+    int ok = 1;
+    for (int i = 0; i < N; i++)
+        ok &= y[i] == 2.0f;
+    /* the branch stream is free again after the capture: eager work on it runs */
+    CUresult after = cu.cuLaunchKernel(f, 2, 1, 1, 256, 1, 1, 0, t, xy, NULL);
+    MUST(cu.cuStreamSynchronize(t));
+    check(ok && after == CUDA_SUCCESS, "graph fork and join", "a branch on a second stream replayed with the capture");
+
+    /* unjoined: the branch has work after its last join */
+    MUST(cu.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    MUST(cu.cuEventRecord(fork, s));
+    MUST(cu.cuStreamWaitEvent(t, fork, 0));
+    MUST(cu.cuLaunchKernel(f, 2, 1, 1, 256, 1, 1, 0, t, xy, NULL));
+    CUgraph bad = NULL;
+    stderr_capture();
+    CUresult unjoined = cu.cuStreamEndCapture(s, &bad);
+    /* isolation: a capture waits for an event recorded outside it */
+    MUST(cu.cuEventRecord(outside, t));
+    MUST(cu.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    CUresult isolated = cu.cuStreamWaitEvent(s, outside, 0);
+    CUgraph g2 = NULL;
+    MUST(cu.cuStreamEndCapture(s, &g2));
+    stderr_release();
+    check(unjoined == CUDA_ERROR_STREAM_CAPTURE_UNJOINED && !bad && isolated == CUDA_ERROR_STREAM_CAPTURE_ISOLATION,
+          "graph fork refusals", "unjoined branch: %d; waiting for an uncaptured event: %d", (int)unjoined,
+          (int)isolated);
+    if (g2)
+        cu.cuGraphDestroy(g2);
+    cu.cuGraphExecDestroy(ge);
+    cu.cuEventDestroy(fork);
+    cu.cuEventDestroy(join);
+    cu.cuEventDestroy(outside);
+    cu.cuMemFree(dx);
+    cu.cuMemFree(dy);
+    cu.cuStreamDestroy(t);
+    cu.cuStreamDestroy(s);
+}
+
 /* Every kit kernel the emulator holds: its parameters as the manifest lists them. */
 typedef CUresult (*param_info_fn)(CUfunction, size_t, size_t *, size_t *);
 
@@ -587,6 +662,7 @@ int main(int argc, char **argv)
     test_intrinsics();
     test_limits();
     test_graph();
+    test_graph_fork();
     if (argc > 1)
         test_kit_abi(argv[1], &g);
     printf("%d checks, %d failed\n", checks, failures);
