@@ -329,6 +329,8 @@ static void gpu_free_all(gpu_backend *b)
         cu.cuEventDestroy(b->side_fork);
     if (b->side_join)
         cu.cuEventDestroy(b->side_join);
+    if (b->side_mid)
+        cu.cuEventDestroy(b->side_mid);
     if (b->side)
         cu.cuStreamDestroy(b->side);
     if (b->s)
@@ -636,8 +638,9 @@ int gpu_backend_open(const engine_backend_args *a, void **impl, const engine_bac
     if (b->side_rows && (cu.cuStreamCreate(&b->side, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
                          cu.cuEventCreate(&b->side_fork, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS ||
                          cu.cuEventCreate(&b->side_join, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS ||
+                         cu.cuEventCreate(&b->side_mid, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS ||
                          exl3_workspace_alloc(&b->ws_side, &b->g, ws_side))) {
-        dsk_err("setting up the side stream (its stream, two events and %.1f MiB of EXL3 workspace) failed",
+        dsk_err("setting up the side stream (its stream, three events and %.1f MiB of EXL3 workspace) failed",
                 ws_side / 1048576.0);
         gpu_free_all(b);
         return -1;

@@ -117,12 +117,13 @@ struct gpu_backend {
     CUdeviceptr mix_cnt; /* mhc_mix's arrival counters (u32 [MHC_MIX_COUNTERS]), zero at rest */
     int64_t score_cap;             /* floats per row of score */
     exl3_workspace ws;
-    /* the side stream: in rounds of up to side_rows rows, a layer's matmuls that the chain after them does
-     * not read right away (wq_b beside the compressor and indexer, the shared expert's gate and up beside
-     * the router and routed experts) run there, between a fork and a join event (gpu_round.c), with
-     * their own EXL3 workspace (0 rows: none, DSKIT_GPU_SIDE=0) */
+    /* the side stream: in rounds of up to side_rows rows, launches that the chain after them does not read
+     * right away (the indexer's queries and wq_b beside the compressor, the shared expert's gate and up
+     * beside the router and routed experts) run there, between a fork and a join event (gpu_round.c;
+     * side_mid: the indexer's queries done), with their own EXL3 workspace (0 rows: none,
+     * DSKIT_GPU_SIDE=0) */
     CUstream side;
-    CUevent side_fork, side_join;
+    CUevent side_fork, side_join, side_mid;
     exl3_workspace ws_side;
     int side_rows;
     int qkv_ld;                    /* the grouped wq_a/wkv/(compressor r1) output's row width */

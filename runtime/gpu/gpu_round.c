@@ -291,21 +291,31 @@ static int compressor(layer_ctx *L, int l, const gpu_block *g)
     return op_vec_glue_multi(b->k, b->s, gc, 2, ne);
 }
 
-/* The indexer of an index source: scores, the candidate blocks (candidate source), top-k into b->sel[l]. */
-static int indexer(layer_ctx *L, int l, const gpu_block *g)
+/* The indexer's queries (FP4 e8m0, RoPE'd) and head weights of an index source, on stream st with
+ * workspace ws: they read only the normed q latent and xn. */
+static int indexer_queries(layer_ctx *L, const gpu_block *g, CUstream st, const exl3_workspace *ws)
+{
+    gpu_backend *b = L->b;
+    const model_config *c = b->cfg;
+    int R = L->sh->R, nh = c->index_n_heads, ihd = c->index_head_dim;
+    TRY(op_exl3_matmul(b->k, st, &g->ix_wq_b, b->qkv, b->qkv_ld, R, b->qi, nh * ihd, EXL3_OUT_BF16, ws));
+    vec_glue_op qop = {.rope_dim = c->rope_head_dim, .freqs = b->freqs[1], .pos = DEV(b, rope_pos),
+                       .qdq = KVQ_FP4_E8M0};
+    TRY(op_vec_glue(b->k, st, &qop, b->qi, nh * ihd, b->qi, nh * ihd, R, nh, ihd));
+    /* head weights: bf16(weights_proj x), times ihd^-1/2 · nh^-1/2, rounded to bf16 */
+    return op_rowmm_bf16_scaled(b->k, st, b->xn, g->ix_wproj, b->wix, R, c->dim, nh,
+                                (float)(1.0 / sqrt((double)ihd) / sqrt((double)nh)));
+}
+
+/* The indexer of an index source, its queries made: scores, the candidate blocks (candidate source),
+ * top-k into b->sel[l]. */
+static int indexer(layer_ctx *L, int l)
 {
     gpu_backend *b = L->b;
     const model_config *c = b->cfg;
     const layer_role *r = &c->roles[l];
     int R = L->sh->R, nh = c->index_n_heads, ihd = c->index_head_dim, ratio = r->ratio, K = c->index_topk;
     int N = L->sh->N[ratio];
-    TRY(op_exl3_matmul(b->k, b->s, &g->ix_wq_b, b->qkv, b->qkv_ld, R, b->qi, nh * ihd, EXL3_OUT_BF16, &b->ws));
-    vec_glue_op qop = {.rope_dim = c->rope_head_dim, .freqs = b->freqs[1], .pos = DEV(b, rope_pos),
-                       .qdq = KVQ_FP4_E8M0};
-    TRY(op_vec_glue(b->k, b->s, &qop, b->qi, nh * ihd, b->qi, nh * ihd, R, nh, ihd));
-    /* head weights: bf16(weights_proj x), times ihd^-1/2 · nh^-1/2, rounded to bf16 */
-    TRY(op_rowmm_bf16_scaled(b->k, b->s, b->xn, g->ix_wproj, b->wix, R, c->dim, nh,
-                             (float)(1.0 / sqrt((double)ihd) / sqrt((double)nh))));
     b->sel_ld[l] = 1; /* no row reaches a key: every row's selection is empty */
     if (N <= 0)
         return 0;
@@ -386,16 +396,24 @@ static int attention(layer_ctx *L, int l, const gpu_block *g, rows_copy_job *rin
                            {&kvop, b->qkv + (CUdeviceptr)ql * 2, b->qkv_ld, b->kv, hd, 1, hd, 0},
                            {&cn, b->qkv + (CUdeviceptr)(ql + hd) * 2, b->qkv_ld, b->lat, hd, 1, hd, 0}};
     TRY(op_vec_glue_multi(b->k, b->s, gc, r->is_kv_source && ratio == 1 ? 3 : 2, R));
-    /* wq_b reads only the normed q latent, and only the attention reads q: beside the compressor and the
-     * indexer, whose short launches leave most of the GPU free */
+    /* the indexer's queries and wq_b read only the normed q latent (and xn); the scores need the queries
+     * and the compressor's keys, and only the attention reads q: the queries then wq_b on the side,
+     * beside the compressor, whose short launches leave most of the GPU free */
     int side = side_on(b, R) && (r->is_kv_source || r->is_index_source);
+    CUstream sq = side ? b->side : b->s;
+    const exl3_workspace *wsq = side ? &b->ws_side : &b->ws;
     if (side)
         TRY(side_fork(b));
-    TRY(op_exl3_matmul(b->k, side ? b->side : b->s, &g->wq_b, b->qkv, b->qkv_ld, R, b->q, H * hd, EXL3_OUT_BF16,
-                       side ? &b->ws_side : &b->ws));
+    if (r->is_index_source && indexer_queries(L, g, sq, wsq))
+        return dsk_err_ctx("layer %d: the indexer's queries", l);
+    if (side && r->is_index_source)
+        CU_TRY(cu.cuEventRecord(b->side_mid, b->side));
+    TRY(op_exl3_matmul(b->k, sq, &g->wq_b, b->qkv, b->qkv_ld, R, b->q, H * hd, EXL3_OUT_BF16, wsq));
     if (r->is_kv_source && compressor(L, l, g))
         return dsk_err_ctx("layer %d: the compressor", l);
-    if (r->is_index_source && indexer(L, l, g))
+    if (side && r->is_index_source)
+        CU_TRY(cu.cuStreamWaitEvent(b->s, b->side_mid, 0)); /* the queries, not wq_b */
+    if (r->is_index_source && indexer(L, l))
         return dsk_err_ctx("layer %d: the indexer", l);
     if (side)
         TRY(side_join(b));
