@@ -17,6 +17,107 @@
 #include "dskit_kernel.cuh"
 #include "xchg_abi.cuh"
 
+#if P_MODE == 1
+/* rank r's pair of elements (row, col) and the next one (col + 1, or the next row's first) into the
+ * gathered rows: out[row][r·cols + col] */
+__device__ __forceinline__ void gather_pair(float *out, int tp, int r, int cols, unsigned row, unsigned col, int two,
+                                            float v0, float v1)
+{
+    out[((long long)row * tp + r) * cols + col] = v0;
+    if (two) {
+        const int wrap = col + 1 == (unsigned)cols;
+        const unsigned row1 = row + (unsigned)wrap, col1 = wrap ? 0u : col + 1;
+        out[((long long)row1 * tp + r) * cols + col1] = v1;
+    }
+}
+#endif
+
+#if P_MODE <= 1
+/* Wait for the other ranks' pairs of this thread (from pair j0, every stride-th) and combine them in
+ * rank order (in place: mine[i] is read before out[i] is written, by the same thread). TWO: a thread's
+ * pairs two at a time (a and b = a + stride: 16 decode rows give a quarter of the threads two), both
+ * words loaded before either is waited for, so the second costs no round trip of its own; launches
+ * whose threads have one pair at most take the plain loop. */
+template <bool TWO>
+__device__ __forceinline__ void combine(const xchg_desc *__restrict__ d, const float *mine, float *out, long long n,
+                                        int cols, unsigned e, long long base, long long j0, long long stride)
+{
+    const int tp = d->tp, rank = d->rank;
+    const long long cap = d->cap, pairs = (n + 1) >> 1;
+    int gave_up = 0;
+    for (long long ja = j0; ja < pairs && !gave_up; ja += (TWO ? 2 : 1) * stride) {
+        const long long jb = ja + stride, ia = 2 * ja, ib = 2 * jb;
+        const int has_b = TWO && jb < pairs, two_a = ia + 1 < n, two_b = ib + 1 < n;
+#if P_MODE == 0
+        float a0 = 0.0f, a1 = 0.0f, b0 = 0.0f, b1 = 0.0f;
+#else
+        /* the pairs' places in out: row and column of element ia (32-bit: n < 2^31), the next one's after */
+        const unsigned ucols = (unsigned)cols, rowa = (unsigned)ia / ucols, cola = (unsigned)ia - rowa * ucols;
+        const unsigned rowb = has_b ? (unsigned)ib / ucols : 0u, colb = (unsigned)ib - rowb * ucols;
+#endif
+        for (int r = 0; r < tp; r++) {
+            float va0, va1, vb0 = 0.0f, vb1 = 0.0f;
+            if (r == rank) {
+                va0 = mine[ia];
+                va1 = two_a ? mine[ia + 1] : 0.0f;
+                if (has_b) {
+                    vb0 = mine[ib];
+                    vb1 = two_b ? mine[ib + 1] : 0.0f;
+                }
+            } else {
+                const unsigned long long *pa = d->recv[rank] + base + (long long)r * cap + ia;
+                const unsigned long long *pb = pa + (ib - ia);
+                uint4 wa = dsk_ld_volatile16(pa), wb = has_b ? dsk_ld_volatile16(pb) : make_uint4(0u, e, 0u, e);
+                long long t0 = clock64();
+                for (unsigned spin = 1; wa.y != e || wa.w != e || wb.y != e || wb.w != e; spin++) {
+                    if ((spin & 255u) == 0u) {
+                        if (*(volatile unsigned *)d->status || clock64() - t0 > d->timeout_cycles) {
+                            atomicCAS(d->status, 0u, 1u + (unsigned)r);
+                            gave_up = 1;
+                            break;
+                        }
+                        if (spin > 4096u)
+                            __nanosleep(128);
+                    }
+                    if (wa.y != e || wa.w != e)
+                        wa = dsk_ld_volatile16(pa);
+                    if (wb.y != e || wb.w != e)
+                        wb = dsk_ld_volatile16(pb);
+                }
+                if (gave_up)
+                    break;
+                va0 = __uint_as_float(wa.x);
+                va1 = __uint_as_float(wa.z);
+                vb0 = __uint_as_float(wb.x);
+                vb1 = __uint_as_float(wb.z);
+            }
+#if P_MODE == 0
+            a0 = r == 0 ? va0 : __fadd_rn(a0, va0);
+            a1 = r == 0 ? va1 : __fadd_rn(a1, va1);
+            b0 = r == 0 ? vb0 : __fadd_rn(b0, vb0);
+            b1 = r == 0 ? vb1 : __fadd_rn(b1, vb1);
+#else
+            gather_pair(out, tp, r, cols, rowa, cola, two_a, va0, va1);
+            if (has_b)
+                gather_pair(out, tp, r, cols, rowb, colb, two_b, vb0, vb1);
+#endif
+        }
+#if P_MODE == 0
+        if (!gave_up) {
+            out[ia] = a0;
+            if (two_a)
+                out[ia + 1] = a1;
+            if (has_b) {
+                out[ib] = b0;
+                if (two_b)
+                    out[ib + 1] = b1;
+            }
+        }
+#endif
+    }
+}
+#endif
+
 DSK_KERNEL void __launch_bounds__(256)
     DSK_SYMBOL(const xchg_desc *__restrict__ d, const float *mine, float *out, long long n, int cols)
 {
@@ -50,59 +151,11 @@ DSK_KERNEL void __launch_bounds__(256)
             if (r != rank)
                 dsk_st_volatile16(d->recv[r] + base + (long long)rank * cap + i, w);
     }
-    /* wait for the others' pairs and combine them in rank order (in place: mine[i] is read before out[i]
-     * is written, by the same thread) */
-    int gave_up = 0;
-    for (long long j = j0; j < pairs && !gave_up; j += stride) {
-        long long i = 2 * j;
-        const int two = i + 1 < n;
-        float acc0 = 0.0f, acc1 = 0.0f;
-        for (int r = 0; r < tp; r++) {
-            float v0, v1;
-            if (r == rank) {
-                v0 = mine[i];
-                v1 = two ? mine[i + 1] : 0.0f;
-            } else {
-                const unsigned long long *p = d->recv[rank] + base + (long long)r * cap + i;
-                uint4 w = dsk_ld_volatile16(p);
-                long long t0 = clock64();
-                for (unsigned spin = 1; w.y != e || w.w != e; spin++) {
-                    if ((spin & 255u) == 0u) {
-                        if (*(volatile unsigned *)d->status || clock64() - t0 > d->timeout_cycles) {
-                            atomicCAS(d->status, 0u, 1u + (unsigned)r);
-                            gave_up = 1;
-                            break;
-                        }
-                        if (spin > 4096u)
-                            __nanosleep(128);
-                    }
-                    w = dsk_ld_volatile16(p);
-                }
-                if (gave_up)
-                    break;
-                v0 = __uint_as_float(w.x);
-                v1 = __uint_as_float(w.z);
-            }
-#if P_MODE == 0
-            acc0 = r == 0 ? v0 : __fadd_rn(acc0, v0);
-            acc1 = r == 0 ? v1 : __fadd_rn(acc1, v1);
-#else
-            long long row = i / cols, col = i - row * cols;
-            out[(row * tp + r) * cols + col] = v0;
-            if (two) {
-                long long row1 = (i + 1) / cols, col1 = i + 1 - row1 * cols;
-                out[(row1 * tp + r) * cols + col1] = v1;
-            }
-#endif
-        }
-#if P_MODE == 0
-        if (!gave_up) {
-            out[i] = acc0;
-            if (two)
-                out[i + 1] = acc1;
-        }
-#endif
-    }
+    /* wait for the others' pairs and combine them (combine above) */
+    if (pairs > stride)
+        combine<true>(d, mine, out, n, cols, e, base, j0, stride);
+    else
+        combine<false>(d, mine, out, n, cols, e, base, j0, stride);
     /* this block's count, once every thread of it has read it */
     __syncthreads();
     if (threadIdx.x == 0)

@@ -68,9 +68,9 @@ int xchg_desc_write(const xchg_mem *m, const CUdeviceptr *regions, int tp, int r
 static int launch(const kit *k, CUstream s, int mode, CUdeviceptr desc, int64_t cap, CUdeviceptr mine, CUdeviceptr out,
                   int64_t n, int cols)
 {
-    if (!desc || n < 0 || n > cap || cols < 1 || ((mine | out) & 15))
-        return dsk_err("xchg: %lld floats (the slots hold %lld) from 16-byte aligned pointers expected", (long long)n,
-                       (long long)cap);
+    if (!desc || n < 0 || n > cap || n >= (int64_t)1 << 31 || cols < 1 || ((mine | out) & 15))
+        return dsk_err("xchg: %lld floats (the slots hold %lld; below 2^31) from 16-byte aligned pointers expected",
+                       (long long)n, (long long)cap);
     if (n == 0)
         return 0;
     rule_variant v;
