@@ -506,6 +506,7 @@ void test_engine(gpu_ctx *c)
     free(valid);
 }
 
+
 /* The GPU against itself (docs/model.md "Exactness"): a sequence's logits, bit for bit, whether its rows run
  * alone, batched with another sequence's rows, or its prompt in two chunks, eagerly or replayed from CUDA
  * graphs; then greedy decode steps alone and batched among 15 other sequences. Sequences: 0 alone and eager
@@ -532,6 +533,25 @@ static engine_row prow(int seq, int32_t tok, int pos, int sample)
     return (engine_row){.seq = seq, .token = tok, .pos = pos, .sample = sample, .sp = SAMPLE_GREEDY, .top_logprobs = -1};
 }
 
+/* n rows again as sequence seq's (positions pos.., tokens p[pos..]), eagerly, with every launch on the
+ * round's stream; the backend's side stream, graphs and rows[] restored after. */
+static int one_stream(gpu_ctx *c, void *impl, const engine_backend_ops *ops, gpu_backend *gb, engine_row *rows, int n,
+                      int seq, int pos, const int32_t *p, float *logits)
+{
+    int side_rows = gb->side_rows, graphs = gb->use_graphs;
+    engine_row keep[64];
+    memcpy(keep, rows, sizeof(engine_row) * (size_t)n);
+    for (int i = 0; i < n; i++)
+        rows[i] = prow(seq, p[pos + i], pos + i, i == n - 1);
+    gb->side_rows = 0;
+    gb->use_graphs = 0;
+    int rc = run_rows(c, impl, ops, rows, n, logits);
+    gb->side_rows = side_rows;
+    gb->use_graphs = graphs;
+    memcpy(rows, keep, sizeof(engine_row) * (size_t)n);
+    return rc;
+}
+
 void test_engine_exact(gpu_ctx *c)
 {
     const char *dir = getenv("DSKIT_TEST_MODEL");
@@ -543,7 +563,9 @@ void test_engine_exact(gpu_ctx *c)
     model_config cfg;
     must(model_config_load(dir, &cfg), "the model's config");
     int V = cfg.vocab_size;
-    enum { P = 24, Q = 17, STEPS2 = 8, NSEQ = 18, OTHER0 = 6, OP = 4 };
+    /* seq 18 repeats seq 0 with every launch on the round's stream (side_rows 0): the side stream's branches
+     * give the same bits */
+    enum { P = 24, Q = 17, STEPS2 = 8, NSEQ = 19, OTHER0 = 6, NOTHER = 12, OP = 4, ONE_STREAM = 18 };
     int32_t p[P + STEPS2], q[Q + STEPS2];
     dsk_rng r = fresh_rng(0xe7ac);
     for (int i = 0; i < P; i++)
@@ -558,7 +580,7 @@ void test_engine_exact(gpu_ctx *c)
         must(ops->seq_open(impl, s, 256, 0), "a GPU sequence");
     float *alone = xmalloc(sizeof(float) * (size_t)V * 64), *other = xmalloc(sizeof(float) * (size_t)V * 64);
     engine_row rows[64];
-    int bad_batch = 0, bad_chunk = 0, bad_graph = 0, bad_token = 0, steps = 0;
+    int bad_batch = 0, bad_chunk = 0, bad_graph = 0, bad_token = 0, bad_side = 0, steps = 0;
     float *graphed = xmalloc(sizeof(float) * (size_t)V * 64);
     /* prompts: seq 0 alone; seq 1 + seq 2 in one round; seq 3 in chunks of 10 and 14 */
     for (int i = 0; i < P; i++)
@@ -566,6 +588,9 @@ void test_engine_exact(gpu_ctx *c)
     gb->use_graphs = 0;
     if (run_rows(c, impl, ops, rows, P, alone))
         goto out;
+    if (one_stream(c, impl, ops, gb, rows, P, ONE_STREAM, 0, p, other))
+        goto out;
+    bad_side += memcmp(alone + (size_t)(P - 1) * V, other + (size_t)(P - 1) * V, sizeof(float) * (size_t)V) != 0;
     gb->use_graphs = 1;
     for (int i = 0; i < P; i++)
         rows[i] = prow(4, p[i], i, i == P - 1);
@@ -596,10 +621,10 @@ void test_engine_exact(gpu_ctx *c)
     }
     bad_token += memcmp(alone + (size_t)(P - 1) * V, other, sizeof(float) * (size_t)V) != 0;
     /* the others' prompts, OP tokens each, in one round */
-    for (int o2 = 0; o2 < NSEQ - OTHER0; o2++)
+    for (int o2 = 0; o2 < NOTHER; o2++)
         for (int i = 0; i < OP; i++)
             rows[o2 * OP + i] = prow(OTHER0 + o2, (int32_t)dsk_rng_below(&r, (uint64_t)V / 2), i, i == OP - 1);
-    if (run_rows(c, impl, ops, rows, (NSEQ - OTHER0) * OP, other))
+    if (run_rows(c, impl, ops, rows, NOTHER * OP, other))
         goto out;
     /* greedy steps: seq 0 alone; seqs 1, 2, 3, 5 and the others in one round of 16 rows, the same token for 1,
      * 3 and 5 */
@@ -616,13 +641,16 @@ void test_engine_exact(gpu_ctx *c)
         if (run_rows(c, impl, ops, rows, 1, graphed))
             goto out;
         bad_graph += memcmp(alone, graphed, sizeof(float) * (size_t)V) != 0;
+        if (one_stream(c, impl, ops, gb, rows, 1, ONE_STREAM, pos, p, graphed))
+            goto out;
+        bad_side += memcmp(alone, graphed, sizeof(float) * (size_t)V) != 0;
         rows[0] = prow(1, p[pos], pos, 1);
         rows[1] = prow(2, q[Q + t], Q + t, 1);
         rows[2] = prow(3, p[pos], pos, 1);
         rows[3] = prow(5, p[pos], pos, 1);
-        for (int o2 = 0; o2 < NSEQ - OTHER0; o2++)
+        for (int o2 = 0; o2 < NOTHER; o2++)
             rows[4 + o2] = prow(OTHER0 + o2, (int32_t)dsk_rng_below(&r, (uint64_t)V / 2), OP + t, 1);
-        if (run_rows(c, impl, ops, rows, 4 + NSEQ - OTHER0, other))
+        if (run_rows(c, impl, ops, rows, 4 + NOTHER, other))
             goto out;
         bad_batch += memcmp(alone, other, sizeof(float) * (size_t)V) != 0;
         bad_chunk += memcmp(alone, other + (size_t)2 * V, sizeof(float) * (size_t)V) != 0;
@@ -639,6 +667,10 @@ void test_engine_exact(gpu_ctx *c)
     check(c, bad_graph == 0 && gb->graph_replays > 0, "engine_exact", "graph == eager",
           "%d of %d rounds' logits differ (%lld rounds replayed from %lld captured graphs)", bad_graph, steps + 1,
           gb->graph_replays, gb->graph_captures);
+    check(c, bad_side == 0, "engine_exact", "side stream == one stream",
+          "%d of %d rounds' logits differ (eager rounds of seq 0 repeated with every launch on one stream; the "
+          "backend's side stream %s)",
+          bad_side, steps + 1, gb->side ? "on" : "off: DSKIT_GPU_SIDE=0");
 out:
     for (int s = 0; s < NSEQ; s++)
         ops->seq_close(impl, s);
