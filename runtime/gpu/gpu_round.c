@@ -227,8 +227,6 @@ static void engram_done(gpu_backend *b)
 
 /* ---- one layer ---- */
 
-/* The compressor of a kv source: the latents of the groups closing in this round, their index keys, both
- * stored at their pool rows (model.md §3.5; runtime/cpu/compressor.c). */
 /* The side stream (gpu_engine.h): what is queued on it after side_fork waits for all that b->s holds so
  * far; what b->s is given after side_join waits for all that the side holds. In a capture the side joins
  * the round's graph as a branch. Every fork of a layer is joined in that layer. */
@@ -251,6 +249,8 @@ static int side_join(gpu_backend *b)
     return 0;
 }
 
+/* The compressor of a kv source: the latents of the groups closing in this round, their index keys, both
+ * stored at their pool rows (model.md §3.5; runtime/cpu/compressor.c). */
 static int compressor(layer_ctx *L, int l, const gpu_block *g)
 {
     gpu_backend *b = L->b;
@@ -616,7 +616,7 @@ static int head(gpu_backend *b, const round_shape *sh)
  * failed round (a launch that faulted or never ran to its end) they are cleared; with DSKIT_CHECK_COUNTERS=1
  * every round proves them zero (docs/engine.md). */
 /* The round's arrival counters, each set zero at rest: the EXL3 launchers' (the first EXL3_WS_COUNTER_BYTES of
- * their workspace) and mhc_mix's. */
+ * their workspace: the round stream's and the side stream's) and mhc_mix's. */
 enum { COUNTER_SETS = 3 };
 static int counter_sets(const gpu_backend *b, CUdeviceptr *ptr, size_t *n, const char **what)
 {
