@@ -989,19 +989,19 @@ void test_engine_counters(gpu_ctx *c)
     model_config cfg;
     must(model_config_load(dir, &cfg), "the model's config");
     int V = cfg.vocab_size;
-    enum { P = 12 };
+    enum { P = 12, NSEQ = 5 };
     dsk_rng r = fresh_rng(0xc0);
     engine_row rows[P];
     uint32_t *valid;
     const engine_backend_ops *ops;
     setenv("DSKIT_CHECK_COUNTERS", "1", 1);
-    gpu_backend *gb = open_gpu(dir, kit_path, 3, V, &valid, &ops);
+    gpu_backend *gb = open_gpu(dir, kit_path, NSEQ, V, &valid, &ops);
     unsetenv("DSKIT_CHECK_COUNTERS");
     float *a = xmalloc(sizeof(float) * (size_t)V * P), *b2 = xmalloc(sizeof(float) * (size_t)V * P);
     int32_t toks[P], drawn[P];
     for (int i = 0; i < P; i++)
         toks[i] = (int32_t)dsk_rng_below(&r, (uint64_t)V / 2);
-    for (int s = 0; s < 3; s++)
+    for (int s = 0; s < NSEQ; s++)
         must(ops->seq_open(gb, s, 64, 0), "a GPU sequence");
     engine_out out = {.tokens = drawn, .logits = a};
     for (int i = 0; i < P; i++)
@@ -1010,21 +1010,31 @@ void test_engine_counters(gpu_ctx *c)
     check(c, clean && gb->check_counters, "engine_counters", "a clean round", "%s",
           clean ? "the counters are zero after it" : dsk_err_msg());
     /* a counter left set (the region's last, which no launch of these sizes reaches, so none resets it): the
-     * round fails naming it */
-    must(cu.cuMemsetD32(gb->ws.ptr + EXL3_WS_COUNTER_BYTES - 4, 1, 1) != CUDA_SUCCESS, "poking a counter");
-    for (int i = 0; i < P; i++)
-        rows[i] = prow(1, toks[i], i, i == P - 1);
-    out.logits = b2;
-    int failed = ops->step(gb, rows, P, &out, NULL) != 0;
-    check(c, failed && strstr(dsk_err_msg(), "arrival counter"), "engine_counters", "a counter left set",
-          "the round %s: %s", failed ? "fails" : "PASSES", failed ? dsk_err_msg() : "");
-    for (int i = 0; i < P; i++)
-        rows[i] = prow(2, toks[i], i, i == P - 1);
-    int after = ops->step(gb, rows, P, &out, NULL) == 0;
-    int same = after && !memcmp(a + (size_t)(P - 1) * V, b2 + (size_t)(P - 1) * V, sizeof(float) * (size_t)V);
-    check(c, same, "engine_counters", "the round after", "%s",
-          !after ? dsk_err_msg() : same ? "runs, its logits equal the clean round's" : "its logits DIFFER");
-    for (int s = 0; s < 3; s++)
+     * round fails naming it; the round after runs clean. The round stream's EXL3 counters, then the side
+     * stream's */
+    const struct {
+        CUdeviceptr ws;
+        const char *name, *label, *after_label;
+    } pokes[2] = {{gb->ws.ptr, "EXL3 arrival counter", "a counter left set", "the round after"},
+                  {gb->ws_side.ptr, "side stream's EXL3 arrival counter", "a side stream counter left set",
+                   "the round after the side's"}};
+    for (int t = 0; t < 2 && pokes[t].ws; t++) {
+        must(cu.cuMemsetD32(pokes[t].ws + EXL3_WS_COUNTER_BYTES - 4, 1, 1) != CUDA_SUCCESS, "poking a counter");
+        for (int i = 0; i < P; i++)
+            rows[i] = prow(1 + 2 * t, toks[i], i, i == P - 1);
+        out.logits = b2;
+        int failed = ops->step(gb, rows, P, &out, NULL) != 0;
+        int named = failed && strstr(dsk_err_msg(), pokes[t].name) && (t == 1 || !strstr(dsk_err_msg(), "side stream"));
+        check(c, named, "engine_counters", pokes[t].label, "the round %s: %s",
+              failed ? "fails" : "PASSES", failed ? dsk_err_msg() : "");
+        for (int i = 0; i < P; i++)
+            rows[i] = prow(2 + 2 * t, toks[i], i, i == P - 1);
+        int after = ops->step(gb, rows, P, &out, NULL) == 0;
+        int same = after && !memcmp(a + (size_t)(P - 1) * V, b2 + (size_t)(P - 1) * V, sizeof(float) * (size_t)V);
+        check(c, same, "engine_counters", pokes[t].after_label, "%s",
+              !after ? dsk_err_msg() : same ? "runs, its logits equal the clean round's" : "its logits DIFFER");
+    }
+    for (int s = 0; s < NSEQ; s++)
         ops->seq_close(gb, s);
     ops->close(gb);
     free(a);
