@@ -56,10 +56,10 @@ static int add_topk_sweep(need_list *l, const char *why, int64_t n_max, int k_ca
                 return -1;
             snprintf(last, sizeof last, "%s", key);
         }
-        /* from the first N that takes several blocks per row on, every larger N does too (the blocks
-         * rule never decreases) with topk_mb's one variant: the sweep ends there, not at the context
-         * (a config.json of 2^31 positions swept 2^29 rows, a minute of `dskit-build --for`) */
-        if (blocks > 1)
+        /* from the first N that takes topk_mb on, every larger N does too (the blocks rule never
+         * decreases) with its one variant: the sweep ends there, not at the context (a config.json of 2^31
+         * positions swept 2^29 rows, a minute of `dskit-build --for`) */
+        if (blocks > 1 && !strcmp(v.family, "topk_mb"))
             break;
     }
     return 0;

@@ -7,3 +7,8 @@
 #define TOPK_MB_STATE 1028  // 4 x (prefix, need) after each digit
 #define TOPK_MB_COUNTS 1040 // blocks x (above, equal)
 #define TOPK_MB_WS_INTS(blocks) (TOPK_MB_COUNTS + 2 * (blocks)) // ints per row
+
+// topk_tl (kit/src/topk_tl.cu): the rows' arrival counters first (one int a row, zeroed by the host before
+// each launch; the head rounded up to 16 bytes), then per row blocks·k candidate indices and blocks·k scores.
+#define TOPK_TL_HEAD(rows) ((((rows) + 3) / 4) * 4)
+#define TOPK_TL_ROW_INTS(blocks, k) (2 * (blocks) * (k))

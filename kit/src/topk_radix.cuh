@@ -1,4 +1,5 @@
-// Shared by the radix top-k kernels (topk: one block per row; topk_mb: several blocks per row). P_T is
+// Shared by the radix top-k kernels (topk: one block per row; topk_mb: several blocks per row, a launch
+// a step; topk_tl: several blocks per row, two levels in one launch). P_T is
 // the block size. The steps: a 256-bin histogram of one 8-bit digit of the keys that match the prefix
 // found so far; the digit holding the need-th largest key; the ordered pass that writes the chosen
 // indices in ascending order (keys above the threshold all go, of those equal to it the lowest indices).
@@ -42,16 +43,33 @@ __device__ int block_excl_scan(int v, int *total, int *sh)
     return r;
 }
 
+// What the passes below read: entry i's ranked value, and the index and score an ordered pass writes
+// for it. A row of scores (+ bias): entry i is the row's element i.
+struct topk_row_src {
+    const float *s, *bias;
+    __device__ __forceinline__ float rank(i64 i) const { return topk_source(s, bias, i); }
+    __device__ __forceinline__ int index(i64 i) const { return (int)i; }
+    __device__ __forceinline__ float value(i64 i) const { return s[i]; }
+};
+
 // Count into hist (256 bins, zeroed by the caller) digit (key >> shift) & 255 of the keys of
 // [begin, end) that match prefix on the bits of mask.
-__device__ __forceinline__ void topk_digit_hist(const float *s, const float *bias, i64 begin, i64 end, u32 prefix,
-                                                u32 mask, int shift, int *hist)
+template <class Src>
+__device__ __forceinline__ void topk_digit_hist_src(const Src &src, i64 begin, i64 end, u32 prefix, u32 mask,
+                                                    int shift, int *hist)
 {
     for (i64 i = begin + threadIdx.x; i < end; i += P_T) {
-        u32 key = topk_order_key(topk_source(s, bias, i));
+        u32 key = topk_order_key(src.rank(i));
         if ((key & mask) == prefix)
             atomicAdd(&hist[(key >> shift) & 255], 1);
     }
+}
+
+__device__ __forceinline__ void topk_digit_hist(const float *s, const float *bias, i64 begin, i64 end, u32 prefix,
+                                                u32 mask, int shift, int *hist)
+{
+    topk_row_src src = {s, bias};
+    topk_digit_hist_src(src, begin, end, prefix, mask, shift, hist);
 }
 
 // How many keys of [begin, end) are above thr and equal to it (this thread's share).
@@ -103,8 +121,9 @@ __device__ __forceinline__ void topk_pick_digit(const int *hist, u32 prefix, int
 // The ordered pass over [begin, end): keys above thr all go; of the keys equal to thr, those whose
 // rank among all equal keys of the row (base_eq of them lie before begin) is below need. Chosen
 // entries go to out_idx/out_val from position base_sel on, in ascending index order.
-__device__ void topk_ordered_pass(const float *s, const float *bias, i64 begin, i64 end, u32 thr, int need,
-                                  int base_eq, int base_sel, int *out_idx, float *out_val, int *sh)
+template <class Src>
+__device__ void topk_ordered_pass_src(const Src &src, i64 begin, i64 end, u32 thr, int need, int base_eq,
+                                      int base_sel, int *out_idx, float *out_val, int *sh)
 {
     for (i64 t0 = begin; t0 < end; t0 += (i64)P_T * TOPK_V) {
         u32 key[TOPK_V];
@@ -112,7 +131,7 @@ __device__ void topk_ordered_pass(const float *s, const float *bias, i64 begin, 
 #pragma unroll
         for (int j = 0; j < TOPK_V; j++) {
             i64 i = t0 + (i64)threadIdx.x * TOPK_V + j;
-            key[j] = i < end ? topk_order_key(topk_source(s, bias, i)) : 0u;
+            key[j] = i < end ? topk_order_key(src.rank(i)) : 0u;
             if (i < end) {
                 gt += key[j] > thr;
                 eq += key[j] == thr;
@@ -134,12 +153,19 @@ __device__ void topk_ordered_pass(const float *s, const float *bias, i64 begin, 
                 take -= chosen;
             }
             if (chosen) {
-                out_idx[pos] = (int)i;
-                out_val[pos] = s[i];
+                out_idx[pos] = src.index(i);
+                out_val[pos] = src.value(i);
                 pos++;
             }
         }
         base_eq += tot_eq;
         base_sel += tot_sel;
     }
+}
+
+__device__ void topk_ordered_pass(const float *s, const float *bias, i64 begin, i64 end, u32 thr, int need,
+                                  int base_eq, int base_sel, int *out_idx, float *out_val, int *sh)
+{
+    topk_row_src src = {s, bias};
+    topk_ordered_pass_src(src, begin, end, thr, need, base_eq, base_sel, out_idx, out_val, sh);
 }

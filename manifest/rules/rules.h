@@ -23,10 +23,16 @@ int rule_topk_threads(int N);
 /* topk_small: elements per lane of the warp-per-row kernel (k <= 16, N <= 1024), 0 when the radix
  * kernel runs instead. */
 int rule_topk_small_npl(int N, int k);
-/* topk_mb: blocks per row for N entries; 1 when one block per row (topk or topk_small) runs instead,
+/* topk_mb, topk_tl: blocks per row for N entries; 1 when one block per row (topk or topk_small) runs instead,
  * i.e. for N < RULE_TOPK_MB_MIN_N. */
 enum { RULE_TOPK_MB_MIN_N = 32768 };
 int rule_topk_blocks(int N);
+/* Where topk_tl (one launch, two levels) could replace topk_mb's six: the rule_topk_blocks slices each hold
+ * k or more and their candidates (blocks·k) are at most RULE_TOPK_TL_MAX_CAND, so that its last block's
+ * pass over them takes about what one block takes over a row that long (docs/kernels.md): 512 of up to
+ * 64K keys. rule_topk_pick does not take it until it is measured on a GPU (docs/kernels.md). */
+enum { RULE_TOPK_TL_MAX_CAND = 8192 };
+int rule_topk_tl_fits(int N, int k);
 /* The kernel a top-k of k entries out of rows of N launches (topk_small, topk or topk_mb): what op_topk
  * runs when the blocks per row are left to the rule. Returns the blocks per row. */
 int rule_topk_pick(int N, int k, rule_variant *v);

@@ -24,6 +24,12 @@ int rule_topk_blocks(int N)
 }
 
 
+int rule_topk_tl_fits(int N, int k)
+{
+    int blocks = rule_topk_blocks(N);
+    return blocks > 1 && (long long)blocks * k <= RULE_TOPK_TL_MAX_CAND && N / blocks >= k;
+}
+
 int rule_topk_pick(int N, int k, rule_variant *v)
 {
     int blocks = rule_topk_blocks(N), npl = rule_topk_small_npl(N, k);

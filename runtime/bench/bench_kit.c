@@ -196,6 +196,12 @@ static int launch_topk(void *p)
     return op_topk_blocks(c->k, c->s, c->a, c->e, c->i0, c->i1, c->i2, c->l0, c->c, c->d, c->ws, c->ws_bytes, c->i3);
 }
 
+static int launch_topk_tl(void *p)
+{
+    launch_ctx *c = p;
+    return op_topk_tl(c->k, c->s, c->a, c->e, c->i0, c->i1, c->i2, c->l0, c->c, c->d, c->ws, c->ws_bytes, c->i3);
+}
+
 /* One table row: eager (host launches back to back) and graph (replayed CUDA graph: the GPU's own
  * time, as decode rounds launch); bandwidth from the graph time. */
 static int row(const char *op, const char *shape, CUstream s, int batch, gpu_launch_fn fn, void *ctx, double bytes,
@@ -552,6 +558,23 @@ static int families(const kit *k, CUstream s, CUdeviceptr big, double roof)
             c.l0 = sw[i].N, c.ws = ws, c.ws_bytes = op_topk_ws_bytes_blocks(sw[i].rows, nb);
             snprintf(shape, sizeof shape, "sweep: rows %d, top 512 of %d, %d bl", sw[i].rows, sw[i].N, nb);
             if (row("topk", shape, s, 10, launch_topk, &c, 4.0 * sw[i].rows * sw[i].N, roof))
+                return -1;
+        }
+    /* the indexer's top 512 of 32K-128K keys at decode rows: six launches (topk_mb, the rule's) against one
+     * (topk_tl; rule_topk_tl_fits says where it could take over: 128K has too many candidates), the same
+     * blocks per row */
+    struct {
+        int rows, N;
+    } tl[] = {{1, 32768}, {1, 65536}, {1, 131072}, {4, 65536}, {16, 65536}};
+    for (size_t i = 0; i < sizeof tl / sizeof tl[0]; i++)
+        for (int one = 0; one < 2; one++) {
+            int nb = rule_topk_blocks(tl[i].N);
+            c.a = x, c.e = 0, c.c = y, c.d = z, c.i0 = tl[i].rows, c.i1 = tl[i].N, c.i2 = 512, c.i3 = nb;
+            c.l0 = tl[i].N, c.ws = ws;
+            c.ws_bytes = one ? op_topk_tl_ws_bytes(tl[i].rows, nb, 512) : op_topk_ws_bytes_blocks(tl[i].rows, nb);
+            snprintf(shape, sizeof shape, "rows %d, top 512 of %d, %d bl, %s", tl[i].rows, tl[i].N, nb,
+                     one ? "one launch" : "six launches");
+            if (row("topk", shape, s, 10, one ? launch_topk_tl : launch_topk, &c, 4.0 * tl[i].rows * tl[i].N, roof))
                 return -1;
         }
 

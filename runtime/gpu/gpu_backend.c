@@ -54,9 +54,16 @@ static size_t misc_need(const gpu_backend *b)
                                    .max_list = c->window_size + (sel ? c->index_topk : 0)};
             MOST(op_sparse_attn_ws_bytes(&sa));
         }
-    MOST(op_topk_ws_bytes(chunk, N));
-    if (c->candidate_source_layer >= 0)
-        MOST(op_cand_blocks_ws_bytes(chunk, N, c->candidate_block_size, c->candidate_topk_blocks));
+    /* a round's indexer scores N = a power of two from 1024 up, at most the context (gpu_round.c): the top-k
+     * of each may take another kernel, with another workspace */
+    for (int n = 1024;; n *= 2) {
+        int nn = n < N ? n : N;
+        MOST(op_topk_ws_bytes(chunk, nn, nn < c->index_topk ? nn : c->index_topk));
+        if (c->candidate_source_layer >= 0)
+            MOST(op_cand_blocks_ws_bytes(chunk, nn, c->candidate_block_size, c->candidate_topk_blocks));
+        if (nn == N)
+            break;
+    }
     size_t words = (size_t)(c->vocab_size + 31) / 32;
     MOST(((sizeof(uint32_t) * words * (size_t)R + 255) & ~(size_t)255) + op_sample_ws_bytes(R, c->vocab_size, 1) + 256);
 #undef MOST

@@ -343,7 +343,7 @@ static int indexer(layer_ctx *L, int l)
         /* rows of kk = min(N, K) ascending indices; a row's own count min(reach, K) <= kk are its first entries
          * (past its reach every score is −∞, and ties go to the lower index) */
         int kk = N < K ? N : K;
-        size_t tws = op_topk_ws_bytes(rn, N);
+        size_t tws = op_topk_ws_bytes(rn, N, N < K ? N : K);
         b->sel_ld[l] = kk;
         TRY(op_topk(b->k, b->s, b->score, 0, rn, N, kk, N, b->sel[l] + (CUdeviceptr)r0 * kk * 4, b->topk_val, b->ws_misc,
                     tws));

@@ -28,7 +28,7 @@ static size_t layout(int rows, int N, int block, int cap, size_t *sel_idx, size_
     *sel_val = off;
     off = align256(off + (size_t)rows * (size_t)cap * 4);
     *topk_ws = off;
-    *topk_bytes = op_topk_ws_bytes(rows, (int)nb);
+    *topk_bytes = op_topk_ws_bytes(rows, (int)nb, cap < nb ? cap : (int)nb);
     return off + *topk_bytes;
 }
 

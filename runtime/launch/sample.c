@@ -33,7 +33,7 @@ static size_t layout(int rows, int V, int candidates, size_t *z, size_t *ci, siz
     *cv = off;
     off = align256(off + (size_t)rows * (size_t)nc * 4);
     *tws = off;
-    *tb = op_topk_ws_bytes(rows, V);
+    *tb = op_topk_ws_bytes(rows, V, nc);
     return off + *tb;
 }
 

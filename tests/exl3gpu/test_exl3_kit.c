@@ -213,9 +213,16 @@ static void test_topk_refused(void **state)
     assert_int_equal(rule_topk_blocks(RULE_TOPK_MB_MIN_N), RULE_TOPK_MB_MIN_N / 4096);
     assert_int_equal(rule_topk_blocks(1 << 20), 256);
     assert_int_equal(rule_topk_blocks(1 << 30), 1024);
-    assert_int_equal(op_topk_ws_bytes(4, 16384), 0);
-    assert_int_equal(op_topk_ws_bytes(1, 1 << 20), (1040 + 2 * 256) * 4);
-    assert_int_equal(op_topk_ws_bytes(3, 1 << 20), 3 * (1040 + 2 * 256) * 4);
+    assert_int_equal(op_topk_ws_bytes(4, 16384, 512), 0);
+    assert_int_equal(op_topk_ws_bytes(1, 1 << 20, 512), (1040 + 2 * 256) * 4);
+    assert_int_equal(op_topk_ws_bytes(3, 1 << 20, 512), 3 * (1040 + 2 * 256) * 4);
+    /* where the one-launch form fits: 512 of 32K-64K keys (16 blocks of 4096 hold 8192 candidates); not
+     * 2048 of 64K, nor 512 of 128K (too many candidates), nor rows short enough for one block. Its
+     * workspace: the rows' counters (4 ints for 3 rows), then 16·512 indices and scores a row */
+    assert_true(rule_topk_tl_fits(1 << 15, 512) && rule_topk_tl_fits(1 << 16, 512));
+    assert_false(rule_topk_tl_fits(1 << 16, 2048) || rule_topk_tl_fits(1 << 17, 512) ||
+                 rule_topk_tl_fits(RULE_TOPK_MB_MIN_N - 1, 16));
+    assert_int_equal(op_topk_tl_ws_bytes(3, 16, 512), (4 + 3 * 2 * 16 * 512) * 4);
     kit *k;
     assert_ok(kit_open(kitpath, NULL, &k));
     assert_fails_with(op_topk(k, 0, FAKE, 0, 1, 1 << 20, 512, 1 << 20, FAKE, FAKE, 0, 0), "workspace of 6208 bytes",
@@ -227,6 +234,10 @@ static void test_topk_refused(void **state)
     assert_fails_with(op_topk(k, 0, FAKE, 0, 1, 100, 5, 99, FAKE, FAKE, 0, 0), "<= ld (99)");
     assert_fails_with(op_topk_blocks(k, 0, FAKE, 0, 1, 100, 5, 100, FAKE, FAKE, FAKE, 1 << 20, 101),
                       "101 blocks per row for 100 entries");
+    assert_fails_with(op_topk_tl(k, 0, FAKE, 0, 1, 1 << 16, 512, 1 << 16, FAKE, FAKE, FAKE, 100, 16),
+                      "in one launch need a workspace of 65552 bytes");
+    assert_fails_with(op_topk_tl(k, 0, FAKE, 0, 1, 1000, 512, 1000, FAKE, FAKE, FAKE, 1 << 20, 2),
+                      "slices of 500 entries, fewer than the k (512)");
     /* a good call gets as far as its launch, which an unloaded kit refuses */
     assert_fails_with(op_topk_blocks(k, 0, FAKE, 0, 1, 100, 5, 100, FAKE, FAKE, 0, 0, 1), "topk", "not loaded");
     kit_close(k);

@@ -1,5 +1,6 @@
 /* GPU checks of the top-k families against runtime/ref/topk.h: exact (ties, NaN, -0, -inf), every case
- * with the rule's blocks per row, one block, 5 and 64. */
+ * with the rule's blocks per row, one block, 5 and 64, and in one launch (topk_tl) at 2, 5 and 16 blocks
+ * where the slices hold k. */
 #include "runtime/common/numerics.h"
 #include "runtime/common/rng.h"
 #include "manifest/rules/rules.h"
@@ -21,7 +22,8 @@ void test_topk(gpu_ctx *c)
                  {3, 1000, 16, 1, 0},     {2, 16384, 512, 0, 0}, {2, 16384, 512, 0, 7}, {1, 1048576, 512, 0, 0},
                  {2, 1048576, 512, 0, 50}, {1, 131072, 2048, 0, 0}, {1, 700, 700, 0, 2}, {4, 513, 512, 0, 0},
                  {5, 8, 3, 1, 0},          {9, 128, 3, 1, 2},     {2, 1024, 16, 1, 0},   {3, 384, 17, 0, 2},
-                 {11, 128, 16, 0, 1}};
+                 {11, 128, 16, 0, 1},     {1, 65536, 512, 0, 0}, {3, 65536, 512, 1, 9}, {2, 40000, 512, 0, 0},
+                 {1, 32768, 512, 0, 50}};
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         /* small (the emulator): the 1M-entry rows shrink to 128K, still several blocks per row */
         int rows = cases[ci].rows, N = c->small && cases[ci].N > 131072 ? 131072 : cases[ci].N, k = cases[ci].k;
@@ -75,6 +77,33 @@ void test_topk(gpu_ctx *c)
             check(c, bad_rows == 0, "topk", shape, "%d of %d rows differ from the CPU", bad_rows, rows);
             if (ws)
                 dev_free(ws);
+        }
+        /* the one-launch form at blocks whose slices hold k (where rule_topk_tl_fits, it could replace
+         * topk_mb's six launches) */
+        int tl_blocks[] = {2, 5, 16};
+        for (int bi = 0; bi < 3; bi++) {
+            int nb = tl_blocks[bi];
+            if (N / nb < k)
+                continue;
+            size_t wsb = op_topk_tl_ws_bytes(rows, nb, k);
+            CUdeviceptr ws = dev_alloc(wsb);
+            dev_memset(ws, 0xff, wsb); /* the counters are the launcher's to zero */
+            dev_memset(di, 0xff, (size_t)rows * k * 4);
+            dev_memset(dv, 0xff, (size_t)rows * k * 4);
+            must(op_topk_tl(c->k, c->s, ds, db, rows, N, k, N, di, dv, ws, wsb, nb), "topk_tl");
+            dev_sync(c);
+            dev_download(idx, di, (size_t)rows * k * 4);
+            dev_download(val, dv, (size_t)rows * k * 4);
+            int bad_rows = 0;
+            for (int row = 0; row < rows; row++)
+                if (memcmp(ridx + (size_t)row * k, idx + (size_t)row * k, (size_t)k * 4) ||
+                    memcmp(rval + (size_t)row * k, val + (size_t)row * k, (size_t)k * 4))
+                    bad_rows++;
+            char shape[96];
+            snprintf(shape, sizeof shape, "rows %d, top %d of %d%s%s, %d blocks, one launch", rows, k, N,
+                     cases[ci].bias ? " +bias" : "", cases[ci].levels ? " ties" : "", nb);
+            check(c, bad_rows == 0, "topk", shape, "%d of %d rows differ from the CPU", bad_rows, rows);
+            dev_free(ws);
         }
         dev_free(ds);
         if (db)
