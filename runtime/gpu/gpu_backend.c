@@ -603,13 +603,13 @@ int gpu_backend_open(const engine_backend_args *a, void **impl, const engine_bac
     const char *side = getenv("DSKIT_GPU_SIDE");
     b->side_rows = side && !strcmp(side, "0") ? 0 : b->max_rows < GPU_SIDE_MAX_ROWS ? b->max_rows : GPU_SIDE_MAX_ROWS;
     size_t ws_side = b->side_rows ? ws_side_need(b, b->side_rows) : 0;
-    ws += ws_side;
+    size_t scratch = ar.at + ws + ws_side; /* the state and the round's scratch, both workspaces */
     size_t free_b = 0, total_b = 0;
     CU_TRY(cu.cuMemGetInfo(&free_b, &total_b));
-    if (ar.at + ws > free_b) {
+    if (scratch > free_b) {
         dsk_err("not enough GPU memory for the sequences' state and a round's scratch: they need %.2f GiB (%d "
                 "sequences of %lld positions, rounds of %d rows), %.2f GiB are free after the weights",
-                (ar.at + ws) / 1073741824.0, b->max_seqs, (long long)b->context, b->max_rows, free_b / 1073741824.0);
+                scratch / 1073741824.0, b->max_seqs, (long long)b->context, b->max_rows, free_b / 1073741824.0);
         gpu_free_all(b);
         return -1;
     }
@@ -652,7 +652,7 @@ int gpu_backend_open(const engine_backend_args *a, void **impl, const engine_bac
         gpu_free_all(b);
         return -1;
     }
-    if (exl3_workspace_alloc(&b->ws, &b->g, ws - ws_side) || cu.cuMemAllocHost(&b->plan_host, b->plan.bytes) != CUDA_SUCCESS ||
+    if (exl3_workspace_alloc(&b->ws, &b->g, ws) || cu.cuMemAllocHost(&b->plan_host, b->plan.bytes) != CUDA_SUCCESS ||
         cu.cuMemAllocHost(&b->io_host, b->io_bytes) != CUDA_SUCCESS) {
         gpu_free_all(b);
         return -1;
@@ -704,7 +704,7 @@ int gpu_backend_open(const engine_backend_args *a, void **impl, const engine_bac
     fprintf(stderr,
             "gpu: %s; weights %.2f GiB, state and scratch %.2f GiB (%d sequences, %lld positions in the pool), "
             "ready in %.1f s\n",
-            b->device, b->w.arena_bytes / 1073741824.0, (ar.at + ws) / 1073741824.0, b->max_seqs, (long long)b->pool,
+            b->device, b->w.arena_bytes / 1073741824.0, scratch / 1073741824.0, b->max_seqs, (long long)b->pool,
             dsk_now() - t0);
     engine_info *in = a->info;
     in->cfg = b->cfg;
