@@ -13,6 +13,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The rows of a finished top-k (indices di, values dv, rows × k) whose indices or values differ from the
+ * CPU's (ridx, rval); idx and val take the download. */
+static int rows_differ(gpu_ctx *c, CUdeviceptr di, CUdeviceptr dv, int rows, int k, const int32_t *ridx,
+                       const float *rval, int32_t *idx, float *val)
+{
+    dev_sync(c);
+    dev_download(idx, di, (size_t)rows * k * 4);
+    dev_download(val, dv, (size_t)rows * k * 4);
+    int bad = 0;
+    for (int row = 0; row < rows; row++)
+        if (memcmp(ridx + (size_t)row * k, idx + (size_t)row * k, (size_t)k * 4) ||
+            memcmp(rval + (size_t)row * k, val + (size_t)row * k, (size_t)k * 4))
+            bad++;
+    return bad;
+}
+
 void test_topk(gpu_ctx *c)
 {
     dsk_rng r = fresh_rng(0);
@@ -62,14 +78,7 @@ void test_topk(gpu_ctx *c)
             dev_memset(di, 0xff, (size_t)rows * k * 4);
             dev_memset(dv, 0xff, (size_t)rows * k * 4);
             must(op_topk_blocks(c->k, c->s, ds, db, rows, N, k, N, di, dv, ws, wsb, nb), "topk");
-            dev_sync(c);
-            dev_download(idx, di, (size_t)rows * k * 4);
-            dev_download(val, dv, (size_t)rows * k * 4);
-            int bad_rows = 0;
-            for (int row = 0; row < rows; row++)
-                if (memcmp(ridx + (size_t)row * k, idx + (size_t)row * k, (size_t)k * 4) ||
-                    memcmp(rval + (size_t)row * k, val + (size_t)row * k, (size_t)k * 4))
-                    bad_rows++;
+            int bad_rows = rows_differ(c, di, dv, rows, k, ridx, rval, idx, val);
             char shape[96];
             snprintf(shape, sizeof shape, "rows %d, top %d of %d%s%s, %d block%s%s", rows, k, N,
                      cases[ci].bias ? " +bias" : "", cases[ci].levels ? " ties" : "", nb, nb > 1 ? "s" : "",
@@ -91,14 +100,7 @@ void test_topk(gpu_ctx *c)
             dev_memset(di, 0xff, (size_t)rows * k * 4);
             dev_memset(dv, 0xff, (size_t)rows * k * 4);
             must(op_topk_tl(c->k, c->s, ds, db, rows, N, k, N, di, dv, ws, wsb, nb), "topk_tl");
-            dev_sync(c);
-            dev_download(idx, di, (size_t)rows * k * 4);
-            dev_download(val, dv, (size_t)rows * k * 4);
-            int bad_rows = 0;
-            for (int row = 0; row < rows; row++)
-                if (memcmp(ridx + (size_t)row * k, idx + (size_t)row * k, (size_t)k * 4) ||
-                    memcmp(rval + (size_t)row * k, val + (size_t)row * k, (size_t)k * 4))
-                    bad_rows++;
+            int bad_rows = rows_differ(c, di, dv, rows, k, ridx, rval, idx, val);
             char shape[96];
             snprintf(shape, sizeof shape, "rows %d, top %d of %d%s%s, %d blocks, one launch", rows, k, N,
                      cases[ci].bias ? " +bias" : "", cases[ci].levels ? " ties" : "", nb);
